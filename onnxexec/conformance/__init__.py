@@ -1,0 +1,1 @@
+"""ONNX backend conformance: suites, comparison and runner."""

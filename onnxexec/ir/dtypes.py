@@ -1,0 +1,84 @@
+"""ONNX element types <-> numpy dtypes and onnxruntime-style type strings.
+
+Exotic ONNX types (bfloat16, float8, int4, float4...) map to ml_dtypes' numpy
+dtypes, the same ones onnx's own numpy_helper produces, so values compare with
+the backend test expectations without conversion.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import ml_dtypes
+import numpy as np
+from onnx import TensorProto
+
+_NP: Final[dict[int, np.dtype]] = {
+    TensorProto.FLOAT: np.dtype(np.float32),
+    TensorProto.UINT8: np.dtype(np.uint8),
+    TensorProto.INT8: np.dtype(np.int8),
+    TensorProto.UINT16: np.dtype(np.uint16),
+    TensorProto.INT16: np.dtype(np.int16),
+    TensorProto.INT32: np.dtype(np.int32),
+    TensorProto.INT64: np.dtype(np.int64),
+    TensorProto.STRING: np.dtype(object),
+    TensorProto.BOOL: np.dtype(np.bool_),
+    TensorProto.FLOAT16: np.dtype(np.float16),
+    TensorProto.DOUBLE: np.dtype(np.float64),
+    TensorProto.UINT32: np.dtype(np.uint32),
+    TensorProto.UINT64: np.dtype(np.uint64),
+    TensorProto.COMPLEX64: np.dtype(np.complex64),
+    TensorProto.COMPLEX128: np.dtype(np.complex128),
+    TensorProto.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+    TensorProto.FLOAT8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
+    TensorProto.FLOAT8E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    TensorProto.FLOAT8E5M2: np.dtype(ml_dtypes.float8_e5m2),
+    TensorProto.FLOAT8E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
+    TensorProto.UINT4: np.dtype(ml_dtypes.uint4),
+    TensorProto.INT4: np.dtype(ml_dtypes.int4),
+    TensorProto.FLOAT4E2M1: np.dtype(ml_dtypes.float4_e2m1fn),
+    TensorProto.FLOAT8E8M0: np.dtype(ml_dtypes.float8_e8m0fnu),
+    TensorProto.UINT2: np.dtype(ml_dtypes.uint2),
+    TensorProto.INT2: np.dtype(ml_dtypes.int2),
+    TensorProto.FLOAT6E2M3: np.dtype(ml_dtypes.float6_e2m3fn),
+    TensorProto.FLOAT6E3M2: np.dtype(ml_dtypes.float6_e3m2fn),
+}
+_ONNX: Final[dict[np.dtype, int]] = {v: k for k, v in _NP.items()}
+
+# onnxruntime's spelling of element types in NodeArg.type ("tensor(float)").
+_NAMES: Final[dict[int, str]] = {
+    TensorProto.FLOAT: "float",
+    TensorProto.DOUBLE: "double",
+    TensorProto.FLOAT16: "float16",
+    TensorProto.BFLOAT16: "bfloat16",
+    TensorProto.BOOL: "bool",
+    TensorProto.STRING: "string",
+    TensorProto.COMPLEX64: "complex64",
+    TensorProto.COMPLEX128: "complex128",
+}
+
+
+def np_dtype(elem_type: int) -> np.dtype:
+    """numpy dtype of an ONNX TensorProto.DataType value."""
+    try:
+        return _NP[elem_type]
+    except KeyError:
+        raise ValueError(f"unknown ONNX element type {elem_type}") from None
+
+
+def onnx_dtype(dtype: np.dtype | type) -> int:
+    """ONNX TensorProto.DataType value of a numpy dtype."""
+    dt = np.dtype(dtype)
+    if dt.kind in "US":
+        return TensorProto.STRING
+    try:
+        return _ONNX[dt]
+    except KeyError:
+        raise ValueError(f"numpy dtype {dt} has no ONNX element type") from None
+
+
+def type_name(elem_type: int) -> str:
+    """Element type as onnxruntime prints it: 'float', 'int64', 'float8e4m3fn'."""
+    if elem_type in _NAMES:
+        return _NAMES[elem_type]
+    return TensorProto.DataType.Name(elem_type).lower()

@@ -1,0 +1,1 @@
+"""Graph-to-graph rewrites, one per module."""

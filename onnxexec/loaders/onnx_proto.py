@@ -1,0 +1,203 @@
+"""ModelProto (path, bytes or proto) -> onnxexec.ir.Graph.
+
+Attributes become Python values, subgraphs become Graphs carrying their parent's
+opset imports, initializers become arrays (external data memory-mapped).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import onnx
+from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, ValueInfoProto
+from onnx.onnx_ml_pb2 import FunctionProto
+
+from onnxexec.errors import ModelLoadError
+from onnxexec.ir.graph import Function, Graph, Node, ValueInfo, canonical_domain
+from onnxexec.ir.types import (
+    MapType,
+    OptionalType,
+    SequenceType,
+    SparseTensorType,
+    TensorType,
+    ValueType,
+)
+from onnxexec.loaders.tensors import sparse_to_array, tensor_to_array
+
+
+class AttrRef:
+    """A function-body attribute that refers to the caller's attribute (ref_attr_name)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"AttrRef({self.name!r})"
+
+
+def convert_type(tp: TypeProto) -> ValueType | None:
+    """TypeProto -> ir type; None when the proto leaves the type unset."""
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type" or kind == "sparse_tensor_type":
+        tt = getattr(tp, kind)
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in tt.shape.dim
+            )
+        cls = TensorType if kind == "tensor_type" else SparseTensorType
+        return cls(tt.elem_type, shape)
+    if kind == "sequence_type":
+        return SequenceType(convert_type(tp.sequence_type.elem_type))
+    if kind == "optional_type":
+        return OptionalType(convert_type(tp.optional_type.elem_type))
+    if kind == "map_type":
+        return MapType(tp.map_type.key_type, convert_type(tp.map_type.value_type))
+    return None
+
+
+def _value_info(vi: ValueInfoProto) -> ValueInfo:
+    return ValueInfo(vi.name, convert_type(vi.type) if vi.HasField("type") else None, vi.doc_string)
+
+
+def _text(b: bytes) -> str | bytes:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return b
+
+
+class _Loader:
+    def __init__(self, base_dir: Path | None, opsets: dict[str, int]) -> None:
+        self.base_dir = base_dir
+        self.opsets = opsets
+
+    def attr(self, a: AttributeProto) -> Any:
+        if a.ref_attr_name:
+            return AttrRef(a.ref_attr_name)
+        t = a.type
+        A = AttributeProto
+        if t == A.FLOAT:
+            return float(a.f)
+        if t == A.INT:
+            return int(a.i)
+        if t == A.STRING:
+            return _text(a.s)
+        if t == A.TENSOR:
+            return tensor_to_array(a.t, self.base_dir)
+        if t == A.GRAPH:
+            return self.graph(a.g)
+        if t == A.SPARSE_TENSOR:
+            return sparse_to_array(a.sparse_tensor, self.base_dir)
+        if t == A.TYPE_PROTO:
+            return convert_type(a.tp)
+        if t == A.FLOATS:
+            return tuple(float(x) for x in a.floats)
+        if t == A.INTS:
+            return tuple(int(x) for x in a.ints)
+        if t == A.STRINGS:
+            return tuple(_text(x) for x in a.strings)
+        if t == A.TENSORS:
+            return tuple(tensor_to_array(x, self.base_dir) for x in a.tensors)
+        if t == A.GRAPHS:
+            return tuple(self.graph(g) for g in a.graphs)
+        if t == A.SPARSE_TENSORS:
+            return tuple(sparse_to_array(x, self.base_dir) for x in a.sparse_tensors)
+        if t == A.TYPE_PROTOS:
+            return tuple(convert_type(x) for x in a.type_protos)
+        raise ModelLoadError(f"attribute '{a.name}' has unknown type {t}")
+
+    def node(self, n: onnx.NodeProto) -> Node:
+        try:
+            attrs = {a.name: self.attr(a) for a in n.attribute}
+        except ModelLoadError as e:
+            raise ModelLoadError(f"node '{n.name or n.op_type}' ({n.op_type}): {e}") from e
+        return Node(n.op_type, tuple(n.input), tuple(n.output), attrs, n.name, n.domain)
+
+    def graph(self, g: GraphProto, functions: dict | None = None,
+              metadata: dict | None = None) -> Graph:
+        inits: dict[str, Any] = {}
+        for t in g.initializer:
+            inits[t.name] = tensor_to_array(t, self.base_dir)
+        for s in g.sparse_initializer:
+            inits[s.values.name] = sparse_to_array(s, self.base_dir)
+        return Graph(
+            nodes=tuple(self.node(n) for n in g.node),
+            inputs=tuple(_value_info(v) for v in g.input),
+            outputs=tuple(_value_info(v) for v in g.output),
+            initializers=inits,
+            value_info={v.name: _value_info(v) for v in g.value_info},
+            opset_imports=self.opsets,
+            functions=functions or {},
+            name=g.name or "graph",
+            metadata=metadata or {},
+        )
+
+    def function(self, f: FunctionProto) -> Function:
+        defaults = {a.name: self.attr(a) for a in f.attribute_proto}
+        return Function(
+            name=f.name,
+            domain=canonical_domain(f.domain),
+            inputs=tuple(f.input),
+            outputs=tuple(f.output),
+            attributes=tuple(f.attribute) + tuple(defaults),
+            attribute_defaults=defaults,
+            nodes=tuple(self.node(n) for n in f.node),
+            opset_imports={canonical_domain(o.domain): o.version for o in f.opset_import},
+            overload=getattr(f, "overload", ""),
+        )
+
+
+def _read_proto(model: str | os.PathLike | bytes | ModelProto) -> tuple[ModelProto, Path | None]:
+    if isinstance(model, ModelProto):
+        return model, None
+    if isinstance(model, bytes | bytearray | memoryview):
+        try:
+            return onnx.load_model_from_string(bytes(model)), None
+        except Exception as e:
+            raise ModelLoadError(f"bytes are not an ONNX model: {e}") from e
+    path = Path(model)
+    if not path.exists():
+        raise ModelLoadError(f"model file not found: {path}")
+    if not path.is_file():
+        raise ModelLoadError(f"not a file: {path}")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as e:
+        raise ModelLoadError(f"{path}: not an ONNX model ({type(e).__name__}: {e})") from e
+    if not proto.HasField("graph"):
+        raise ModelLoadError(f"{path}: not an ONNX model (no graph)")
+    return proto, path.parent
+
+
+def load_onnx(model: str | os.PathLike | bytes | ModelProto,
+              base_dir: str | os.PathLike | None = None) -> Graph:
+    """Load an ONNX model into the IR. `base_dir` overrides the external-data folder."""
+    proto, folder = _read_proto(model)
+    if base_dir is not None:
+        folder = Path(base_dir)
+    opsets = {canonical_domain(o.domain): int(o.version) for o in proto.opset_import}
+    if "" not in opsets and proto.ir_version >= 3:
+        raise ModelLoadError("model has no opset import for the default ONNX domain")
+    loader = _Loader(folder, opsets)
+    functions = {}
+    for f in proto.functions:
+        fn = loader.function(f)
+        functions[(fn.domain, fn.name)] = fn
+    meta = {
+        "producer_name": proto.producer_name,
+        "producer_version": proto.producer_version,
+        "domain": proto.domain,
+        "model_version": proto.model_version,
+        "doc_string": proto.doc_string,
+        "ir_version": proto.ir_version,
+        "graph_name": proto.graph.name,
+        "graph_description": proto.graph.doc_string,
+        "custom_metadata_map": {p.key: p.value for p in proto.metadata_props},
+    }
+    return loader.graph(proto.graph, functions, meta)

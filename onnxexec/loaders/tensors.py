@@ -1,0 +1,123 @@
+"""TensorProto / SparseTensorProto -> numpy, with external data memory-mapped.
+
+External data is resolved relative to the model's folder only: a location that is
+absolute, escapes the folder (`../`, symlinks) or runs past the file's end is
+refused, per the ONNX external-data spec (docs/ExternalData.md) and because a
+model file must never make us read arbitrary files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from onnx import SparseTensorProto, TensorProto, numpy_helper
+
+from onnxexec.errors import ModelLoadError
+from onnxexec.ir.dtypes import np_dtype
+
+# Types numpy_helper stores packed (two or four values per byte): unpack through it.
+_PACKED = {
+    TensorProto.INT4,
+    TensorProto.UINT4,
+    TensorProto.FLOAT4E2M1,
+    TensorProto.INT2,
+    TensorProto.UINT2,
+}
+
+
+def _external_location(t: TensorProto, base_dir: Path | None) -> tuple[Path, int, int | None]:
+    info = {e.key: e.value for e in t.external_data}
+    loc = info.get("location")
+    if not loc:
+        raise ModelLoadError(f"tensor '{t.name}': external data has no location")
+    if base_dir is None:
+        raise ModelLoadError(
+            f"tensor '{t.name}': external data '{loc}' but the model was given as bytes; "
+            "load it from a path so its folder is known"
+        )
+    if os.path.isabs(loc) or Path(loc).drive:
+        raise ModelLoadError(f"tensor '{t.name}': external data location '{loc}' is absolute")
+    root = base_dir.resolve()
+    path = (root / loc).resolve()
+    if root != path and root not in path.parents:
+        raise ModelLoadError(
+            f"tensor '{t.name}': external data location '{loc}' escapes the model folder"
+        )
+    if not path.is_file():
+        raise ModelLoadError(f"tensor '{t.name}': external data file '{loc}' not found")
+    offset = int(info.get("offset", 0))
+    length = int(info["length"]) if "length" in info else None
+    return path, offset, length
+
+
+def _read_external(t: TensorProto, base_dir: Path | None) -> np.ndarray:
+    path, offset, length = _external_location(t, base_dir)
+    shape = tuple(int(d) for d in t.dims)
+    size = path.stat().st_size
+    count = int(np.prod(shape, dtype=np.int64))
+    if t.data_type in _PACKED or t.data_type == TensorProto.STRING:
+        if t.data_type == TensorProto.STRING:
+            raise ModelLoadError(f"tensor '{t.name}': string tensors cannot be external")
+        per_byte = 4 if t.data_type in (TensorProto.INT2, TensorProto.UINT2) else 2
+        need = (count + per_byte - 1) // per_byte
+    else:
+        need = count * np_dtype(t.data_type).itemsize
+    if length is not None and length < need:
+        raise ModelLoadError(
+            f"tensor '{t.name}': external length {length} < {need} bytes for shape {list(shape)}"
+        )
+    if offset < 0 or offset + need > size:
+        raise ModelLoadError(
+            f"tensor '{t.name}': external data [{offset}, {offset + need}) runs past the end "
+            f"of '{path.name}' ({size} bytes)"
+        )
+    if t.data_type in _PACKED:
+        with path.open("rb") as f:
+            f.seek(offset)
+            raw = f.read(need)
+        copy = TensorProto()
+        copy.CopyFrom(t)
+        del copy.external_data[:]
+        copy.data_location = TensorProto.DEFAULT
+        copy.raw_data = raw
+        return numpy_helper.to_array(copy)
+    if count == 0:
+        return np.zeros(shape, dtype=np_dtype(t.data_type))
+    # Read-only memory map: weights are paged in on use, never copied at load.
+    return np.memmap(path, dtype=np_dtype(t.data_type), mode="r", offset=offset, shape=shape)
+
+
+def tensor_to_array(t: TensorProto, base_dir: Path | None = None) -> np.ndarray:
+    """Numpy view of a TensorProto; string tensors become object arrays of str."""
+    if t.data_location == TensorProto.EXTERNAL:
+        return _read_external(t, base_dir)
+    try:
+        arr = numpy_helper.to_array(t)
+    except Exception as e:
+        raise ModelLoadError(f"tensor '{t.name}': cannot decode ({e})") from e
+    if t.data_type == TensorProto.STRING:
+        flat = [s.decode("utf-8", errors="surrogateescape") if isinstance(s, bytes) else s
+                for s in arr.reshape(-1)]
+        arr = np.array(flat, dtype=object).reshape(arr.shape)
+    return arr
+
+
+def sparse_to_array(s: SparseTensorProto, base_dir: Path | None = None) -> np.ndarray:
+    """Dense array of a SparseTensorProto (COO, linear or per-dim indices)."""
+    values = tensor_to_array(s.values, base_dir)
+    indices = tensor_to_array(s.indices, base_dir).astype(np.int64)
+    shape = tuple(int(d) for d in s.dims)
+    dense = np.zeros(shape, dtype=values.dtype)
+    if values.size == 0:
+        return dense
+    flat = dense.reshape(-1)
+    if indices.ndim == 1:
+        lin = indices
+    else:
+        lin = np.ravel_multi_index(tuple(indices.T), shape)
+    if lin.size and (lin.min() < 0 or lin.max() >= flat.size):
+        raise ModelLoadError(f"sparse tensor '{s.values.name}': index out of range for {shape}")
+    flat[lin] = values.reshape(-1)
+    return dense

@@ -1,0 +1,106 @@
+"""Op handler registry keyed by (domain, op_type, since_version).
+
+A handler's signature is the spec: inputs positional (None for an omitted optional
+input), attributes keyword-only with the spec default in the signature. Anything
+else a handler needs from the executor it names in `wants`:
+
+- "num_outputs": int, how many outputs the node declares (trailing omitted ones kept)
+- "outputs_used": tuple[bool, ...], which outputs the graph actually consumes
+- "run_graph": callable(graph, *inputs) -> list, runs a subgraph attribute with the
+  enclosing scope's values visible (If, Loop, Scan, SequenceMap...)
+- "opset": int, the model's opset for the handler's domain
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from onnxexec.ir.graph import canonical_domain
+
+WANTS = frozenset({"num_outputs", "outputs_used", "run_graph", "opset"})
+
+
+@dataclass(frozen=True)
+class Handler:
+    op_type: str
+    domain: str
+    since: int
+    fn: Callable[..., Any]
+    wants: tuple[str, ...]
+    attributes: frozenset[str]
+    required_attributes: frozenset[str]
+    accepts_any_attribute: bool
+
+    @property
+    def qualname(self) -> str:
+        d = f"{self.domain}::" if self.domain else ""
+        return f"{d}{self.op_type}-{self.since}"
+
+
+_REGISTRY: dict[tuple[str, str], list[Handler]] = {}
+
+
+def op(op_type: str, since: int, domain: str = "", wants: tuple[str, ...] = ()) -> Callable:
+    """Register `fn` as the handler for (domain, op_type) from opset `since` on."""
+    unknown = set(wants) - WANTS
+    if unknown:
+        raise ValueError(f"{op_type}-{since}: unknown wants {sorted(unknown)}")
+
+    def register(fn: Callable) -> Callable:
+        sig = inspect.signature(fn)
+        kw = {p.name: p for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY}
+        attrs = frozenset(k for k in kw if k not in wants)
+        required = frozenset(k for k in attrs if kw[k].default is inspect.Parameter.empty)
+        var_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        dom = canonical_domain(domain)
+        h = Handler(op_type, dom, since, fn, tuple(wants), attrs, required, var_kw)
+        versions = _REGISTRY.setdefault((dom, op_type), [])
+        if any(v.since == since for v in versions):
+            raise ValueError(f"duplicate handler for {h.qualname}")
+        versions.append(h)
+        versions.sort(key=lambda v: v.since)
+        return fn
+
+    return register
+
+
+def resolve(domain: str, op_type: str, opset: int) -> Handler | None:
+    """Handler with the largest `since` <= opset, or None."""
+    _ensure_loaded()
+    best = None
+    for h in _REGISTRY.get((canonical_domain(domain), op_type), ()):
+        if h.since <= opset:
+            best = h
+    return best
+
+
+def versions(domain: str, op_type: str) -> list[int]:
+    _ensure_loaded()
+    return [h.since for h in _REGISTRY.get((canonical_domain(domain), op_type), ())]
+
+
+def all_handlers() -> list[Handler]:
+    _ensure_loaded()
+    return [h for hs in _REGISTRY.values() for h in hs]
+
+
+_loaded = False
+
+
+def _ensure_loaded() -> None:
+    """Import every module of onnxexec.ops once so their @op decorators run."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+    import pkgutil
+
+    import onnxexec.ops as pkg
+
+    for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+        if not info.name.endswith((".registry", "._common")):
+            importlib.import_module(info.name)

@@ -1,0 +1,130 @@
+"""Run a GraphPlan: a loop over prepared steps that drops values after last use."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from onnxexec.errors import NodeExecutionError, OnnxExecError
+from onnxexec.ir.graph import Graph
+from onnxexec.runtime.plan import GraphPlan, Step
+
+log = logging.getLogger("onnxexec")
+
+
+def _debug_level() -> int:
+    try:
+        return int(os.environ.get("ONNXEXEC_DEBUG", "0"))
+    except ValueError:
+        return 0
+
+
+def describe(v: Any) -> str:
+    """'float32[2, 3]' for arrays, 'seq(len=2)' for lists, 'None' for absent values."""
+    if v is None:
+        return "None"
+    if isinstance(v, np.ndarray):
+        return f"{v.dtype}{list(v.shape)}"
+    if isinstance(v, list):
+        return f"seq(len={len(v)})"
+    if isinstance(v, dict):
+        return f"map(len={len(v)})"
+    return type(v).__name__
+
+
+def _subgraph_runner(step: Step, vals: list[Any]) -> Callable[..., list[Any]]:
+    outer = {name: vals[s] for name, s in step.implicit}
+
+    def run_graph(graph: Graph, *inputs: Any) -> list[Any]:
+        return execute(step.subplans[id(graph)], inputs, outer)
+
+    return run_graph
+
+
+def _call(step: Step, vals: list[Any]) -> Any:
+    args = [vals[s] if s >= 0 else None for s in step.ins]
+    kwargs = step.kwargs
+    if "run_graph" in step.handler.wants:
+        kwargs = dict(kwargs, run_graph=_subgraph_runner(step, vals))
+    return step.handler.fn(*args, **kwargs)
+
+
+def _store(step: Step, vals: list[Any], result: Any) -> None:
+    outs = step.outs
+    if len(outs) == 1:
+        if isinstance(result, tuple):
+            result = result[0]
+        vals[outs[0]] = result
+        return
+    if not isinstance(result, tuple):
+        result = (result,)
+    for s, r in zip(outs, result, strict=False):
+        if s >= 0:
+            vals[s] = r
+    if len(result) < len(outs) and any(s >= 0 for s in outs[len(result):]):
+        raise OnnxExecError(f"handler returned {len(result)} outputs, node declares {len(outs)}")
+
+
+def _fail(step: Step, vals: list[Any], e: Exception) -> NodeExecutionError:
+    shapes = ", ".join(describe(vals[s]) if s >= 0 else "None" for s in step.ins)
+    n = step.node
+    dom = f"{n.domain}::" if n.domain else ""
+    msg = f"{type(e).__name__}: {e}" if not isinstance(e, NodeExecutionError) else str(e)
+    return NodeExecutionError(
+        f"While executing node '{n.label}' ({dom}{n.op_type}, opset {step.opset}) "
+        f"with inputs ({shapes}): {msg}"
+    )
+
+
+def execute(plan: GraphPlan, inputs: Any, outer: Mapping[str, Any] | None = None,
+            profiler: Any = None) -> list[Any]:
+    """Run `plan`. `inputs` is positional (subgraphs) or a name->value mapping."""
+    vals = list(plan.template)
+    if isinstance(inputs, Mapping):
+        for name, v in inputs.items():
+            vals[plan.input_slots[name]] = v
+    else:
+        for slot, v in zip(plan.input_slots.values(), inputs, strict=False):
+            vals[slot] = v
+    if outer:
+        for name, s in plan.outer_slots.items():
+            vals[s] = outer[name]
+    debug = _debug_level()
+    if debug or profiler is not None:
+        _run_instrumented(plan, vals, debug, profiler)
+    else:
+        for step in plan.steps:
+            try:
+                _store(step, vals, _call(step, vals))
+            except Exception as e:
+                raise _fail(step, vals, e) from e
+            for s in step.free:
+                vals[s] = None
+    return [vals[s] for s in plan.output_slots]
+
+
+def _run_instrumented(plan: GraphPlan, vals: list[Any], debug: int, profiler: Any) -> None:
+    for step in plan.steps:
+        n = step.node
+        if debug >= 2:
+            ins = ", ".join(describe(vals[s]) if s >= 0 else "None" for s in step.ins)
+            log.debug("%s (%s) <- %s", n.label, n.op_type, ins)
+        elif debug:
+            log.debug("%s (%s)", n.label, n.op_type)
+        try:
+            if profiler is not None:
+                with profiler.node(step, vals):
+                    _store(step, vals, _call(step, vals))
+            else:
+                _store(step, vals, _call(step, vals))
+        except Exception as e:
+            raise _fail(step, vals, e) from e
+        if debug >= 2:
+            outs = ", ".join(describe(vals[s]) if s >= 0 else "None" for s in step.outs)
+            log.debug("  -> %s", outs)
+        for s in step.free:
+            vals[s] = None

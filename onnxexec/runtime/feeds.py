@@ -1,0 +1,91 @@
+"""Validate run() feeds against the declared inputs: nothing is cast silently."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from onnxexec.errors import InvalidFeedError
+from onnxexec.ir.dtypes import np_dtype, type_name
+from onnxexec.ir.graph import ValueInfo
+from onnxexec.ir.types import OptionalType, SequenceType, TensorType
+
+
+def _check_tensor(name: str, v: Any, t: TensorType) -> Any:
+    if not isinstance(v, np.ndarray):
+        if isinstance(v, np.generic):
+            v = np.asarray(v)
+        else:
+            raise InvalidFeedError(
+                f"input '{name}': expected a numpy array of tensor({type_name(t.elem_type)}), "
+                f"got {type(v).__name__}"
+            )
+    want = np_dtype(t.elem_type)
+    if want == np.dtype(object):
+        if v.dtype.kind not in "OU":
+            raise InvalidFeedError(
+                f"input '{name}': expected tensor(string), got array of {v.dtype}"
+            )
+        if v.dtype.kind == "U":  # same values, numpy's fixed-width form of str
+            v = v.astype(object)
+    elif v.dtype != want:
+        raise InvalidFeedError(
+            f"input '{name}': expected tensor({type_name(t.elem_type)}), got {v.dtype} "
+            "(onnxexec does not cast feeds; convert with .astype first)"
+        )
+    if t.shape is not None:
+        if v.ndim != len(t.shape):
+            raise InvalidFeedError(
+                f"input '{name}': expected rank {len(t.shape)} {t.shape_str()}, "
+                f"got shape {list(v.shape)}"
+            )
+        for axis, (d, got) in enumerate(zip(t.shape, v.shape, strict=True)):
+            if isinstance(d, int) and d > 0 and d != got:
+                raise InvalidFeedError(
+                    f"input '{name}': dimension {axis} must be {d} {t.shape_str()}, "
+                    f"got shape {list(v.shape)}"
+                )
+    return v
+
+
+def check_value(name: str, v: Any, t: Any) -> Any:
+    if t is None:
+        return v
+    if isinstance(t, TensorType):
+        return _check_tensor(name, v, t)
+    if isinstance(t, SequenceType):
+        if not isinstance(v, list | tuple):
+            raise InvalidFeedError(f"input '{name}': expected a sequence (list), got {type(v).__name__}")
+        return [check_value(f"{name}[{i}]", x, t.elem) for i, x in enumerate(v)]
+    if isinstance(t, OptionalType):
+        return None if v is None else check_value(name, v, t.elem)
+    return v
+
+
+def validate_feeds(feed: Mapping[str, Any], declared: tuple[ValueInfo, ...],
+                   defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """Checked copy of `feed`; missing inputs with an initializer take its value."""
+    if not isinstance(feed, Mapping):
+        raise InvalidFeedError(f"input_feed must be a dict of name -> array, got {type(feed).__name__}")
+    by_name = {v.name: v for v in declared}
+    unknown = [k for k in feed if k not in by_name]
+    if unknown:
+        raise InvalidFeedError(
+            f"unknown input name(s) {unknown}; the model's inputs are {list(by_name)}"
+        )
+    out: dict[str, Any] = {}
+    for vi in declared:
+        if vi.name in feed:
+            out[vi.name] = check_value(vi.name, feed[vi.name], vi.type)
+        elif vi.name in defaults:
+            out[vi.name] = defaults[vi.name]
+        elif isinstance(vi.type, OptionalType):
+            out[vi.name] = None
+        else:
+            raise InvalidFeedError(
+                f"missing input '{vi.name}' ({vi.type} {getattr(vi.type, 'shape_str', lambda: '')()})"
+                f"; the model's inputs are {list(by_name)}"
+            )
+    return out

@@ -1,0 +1,221 @@
+"""Plan a graph once: toposort, resolve every handler, bind attributes, number the
+values into slots, and record after which step each slot can be dropped.
+
+Subgraphs (If/Loop/Scan bodies) are planned here too, recursively, with the names
+they read from enclosing scopes as extra ("implicit") inputs of their node, so the
+last-use bookkeeping keeps those values alive long enough.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from onnxexec.errors import InvalidGraphError, UnsupportedOpError
+from onnxexec.ir.graph import Graph, Node
+from onnxexec.ir.passes.inline_functions import inline_functions
+from onnxexec.ops.registry import Handler, resolve, versions
+
+# Domains a model may use without importing them (onnxexec's own ops, from GGUF).
+_DEFAULT_OPSETS = {"onnxexec": 1}
+
+
+@dataclass
+class Step:
+    """One prepared node: call `fn(*vals[ins], **kwargs)`, store into `outs`."""
+
+    node: Node
+    handler: Handler
+    opset: int
+    ins: tuple[int, ...]  # -1 = omitted optional input
+    outs: tuple[int, ...]  # -1 = omitted output
+    kwargs: dict[str, Any]
+    free: tuple[int, ...] = ()  # slots dead after this step
+    implicit: tuple[tuple[str, int], ...] = ()  # outer-scope names its subgraphs read
+    subplans: dict[int, GraphPlan] = field(default_factory=dict)  # id(Graph) -> plan
+
+    @property
+    def fn(self) -> Callable[..., Any]:
+        return self.handler.fn
+
+
+@dataclass
+class GraphPlan:
+    graph: Graph
+    n_slots: int
+    template: list[Any]  # constants pre-placed, everything else None
+    input_slots: dict[str, int]
+    outer_slots: dict[str, int]
+    output_slots: tuple[int, ...]
+    output_names: tuple[str, ...]
+    steps: list[Step]
+    slot_names: list[str]
+
+
+def _toposort(g: Graph, visible: set[str]) -> list[Node]:
+    """Nodes in dependency order (ONNX requires it, but some exporters don't honour it)."""
+    known = set(visible) | {v.name for v in g.inputs} | set(g.initializers)
+    ordered: list[Node] = []
+    pending = list(g.nodes)
+    while pending:
+        rest = []
+        for n in pending:
+            needs = {i for i in n.inputs if i}
+            for sg in n.subgraphs():
+                needs |= sg.free_names()
+            if needs <= known:
+                ordered.append(n)
+                known.update(o for o in n.outputs if o)
+            else:
+                rest.append(n)
+        if len(rest) == len(pending):
+            n = rest[0]
+            missing = sorted({i for i in n.inputs if i} - known)
+            for sg in n.subgraphs():
+                missing += sorted(sg.free_names() - known)
+            raise InvalidGraphError(
+                f"node '{n.label}' ({n.op_type}) reads undefined value(s) {missing} "
+                "(or the graph has a cycle)"
+            )
+        pending = rest
+    return ordered
+
+
+class _Planner:
+    def __init__(self, functions: dict) -> None:
+        self.functions = functions
+        self.unsupported: dict[tuple[str, str, int], list[str]] = {}
+        self.problems: list[str] = []
+
+    def handler_for(self, node: Node, g: Graph) -> tuple[Handler | None, int]:
+        opset = g.opset(node.domain)
+        if opset is None:
+            opset = _DEFAULT_OPSETS.get(node.domain)
+        if opset is None:
+            self.problems.append(
+                f"node '{node.label}' ({node.op_type}) uses domain '{node.domain}' "
+                "which the model does not import"
+            )
+            return None, 0
+        h = resolve(node.domain, node.op_type, opset)
+        if h is None:
+            self.unsupported.setdefault((node.domain, node.op_type, opset), []).append(node.label)
+        return h, opset
+
+    def bind(self, node: Node, h: Handler) -> dict[str, Any]:
+        kwargs = {}
+        for k, v in node.attrs.items():
+            if k in h.attributes or h.accepts_any_attribute:
+                kwargs[k] = v
+            else:
+                self.problems.append(
+                    f"node '{node.label}' ({h.qualname}): unknown attribute '{k}'"
+                )
+        missing = h.required_attributes - set(kwargs)
+        if missing:
+            self.problems.append(
+                f"node '{node.label}' ({h.qualname}): missing required attribute(s) {sorted(missing)}"
+            )
+        return kwargs
+
+    def plan(self, g: Graph, outer: tuple[str, ...] = ()) -> GraphPlan:
+        g = inline_functions(g, self.functions)
+        slots: dict[str, int] = {}
+        names: list[str] = []
+
+        def slot(name: str) -> int:
+            if name not in slots:
+                slots[name] = len(names)
+                names.append(name)
+            return slots[name]
+
+        outer_slots = {n: slot(n) for n in outer}
+        # Graph inputs shadow outer names and initializers back default-valued inputs.
+        input_slots = {v.name: slot(v.name) for v in g.inputs}
+        const_slots = {k: slot(k) for k in g.initializers}
+        visible = set(outer) | set(input_slots) | set(const_slots)
+        nodes = _toposort(g, visible)
+        steps: list[Step] = []
+        for n in nodes:
+            h, opset = self.handler_for(n, g)
+            ins = tuple(slot(i) if i else -1 for i in n.inputs)
+            outs = tuple(slot(o) if o else -1 for o in n.outputs)
+            if h is None:
+                continue
+            kwargs = self.bind(n, h)
+            step = Step(n, h, opset, ins, outs, kwargs)
+            free: set[str] = set()
+            for sg in n.subgraphs():
+                sg_free = sg.free_names() & visible
+                step.subplans[id(sg)] = self.plan(sg, tuple(sorted(sg_free)))
+                free |= sg_free
+            step.implicit = tuple((name, slots[name]) for name in sorted(free) if name in slots)
+            if "num_outputs" in h.wants:
+                kwargs["num_outputs"] = len(n.outputs)
+            if "opset" in h.wants:
+                kwargs["opset"] = opset
+            steps.append(step)
+            visible.update(o for o in n.outputs if o)
+
+        out_names = tuple(v.name for v in g.outputs)
+        for name in out_names:
+            if name not in slots or (name not in visible):
+                self.problems.append(f"graph '{g.name}': output '{name}' is never produced")
+        out_slots = tuple(slots.get(name, -1) for name in out_names)
+        template: list[Any] = [None] * len(names)
+        for k, s in const_slots.items():
+            template[s] = g.initializers[k]
+        _assign_frees(steps, set(out_slots) | set(const_slots.values()), len(names))
+        _mark_used_outputs(steps, set(out_slots))
+        return GraphPlan(g, len(names), template, input_slots, outer_slots, out_slots,
+                         out_names, steps, names)
+
+
+def _assign_frees(steps: list[Step], keep: set[int], n_slots: int) -> None:
+    last: dict[int, int] = {}
+    for i, st in enumerate(steps):
+        for s in st.ins:
+            if s >= 0:
+                last[s] = i
+        for _, s in st.implicit:
+            last[s] = i
+        for s in st.outs:
+            if s >= 0:
+                last.setdefault(s, i)  # never read: drop right after it is made
+    per_step: list[list[int]] = [[] for _ in steps]
+    for s, i in last.items():
+        if s not in keep:
+            per_step[i].append(s)
+    for st, fr in zip(steps, per_step, strict=True):
+        st.free = tuple(fr)
+
+
+def _mark_used_outputs(steps: list[Step], graph_outs: set[int]) -> None:
+    read: set[int] = set(graph_outs)
+    for st in steps:
+        read.update(s for s in st.ins if s >= 0)
+        read.update(s for _, s in st.implicit)
+    for st in steps:
+        if "outputs_used" in st.handler.wants:
+            st.kwargs["outputs_used"] = tuple(s >= 0 and s in read for s in st.outs)
+
+
+def plan_graph(g: Graph) -> GraphPlan:
+    """Plan the top-level graph; one UnsupportedOpError lists every missing handler."""
+    p = _Planner(dict(g.functions))
+    plan = p.plan(g)
+    if p.unsupported:
+        lines = []
+        for (dom, op_type, opset), nodes in sorted(p.unsupported.items()):
+            have = versions(dom, op_type)
+            where = ", ".join(repr(n) for n in nodes[:3]) + (" ..." if len(nodes) > 3 else "")
+            d = dom or "ai.onnx"
+            avail = f"handlers exist for opsets {have}" if have else "no handler at any opset"
+            lines.append(f"{d}::{op_type} at opset {opset} ({avail}; nodes {where})")
+        raise UnsupportedOpError(
+            f"{len(lines)} unsupported op(s): " + "; ".join(lines)
+        )
+    if p.problems:
+        raise InvalidGraphError("; ".join(p.problems))
+    return plan

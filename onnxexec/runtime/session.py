@@ -1,0 +1,136 @@
+"""InferenceSession: a drop-in for onnxruntime.InferenceSession on the CPU."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from onnx import ModelProto
+
+from onnxexec.errors import InvalidFeedError
+from onnxexec.ir.graph import Graph, ValueInfo
+from onnxexec.ir.types import TensorType
+from onnxexec.loaders.onnx_proto import load_onnx
+from onnxexec.runtime.executor import execute
+from onnxexec.runtime.feeds import validate_feeds
+from onnxexec.runtime.options import ModelMetadata, NodeArg, RunOptions, SessionOptions
+from onnxexec.runtime.plan import plan_graph
+from onnxexec.runtime.threads import set_threads
+
+PROVIDERS = ["CPUExecutionProvider"]
+
+
+def get_available_providers() -> list[str]:
+    return list(PROVIDERS)
+
+
+def get_all_providers() -> list[str]:
+    return list(PROVIDERS)
+
+
+def get_device() -> str:
+    return "CPU"
+
+
+def _node_arg(v: ValueInfo) -> NodeArg:
+    t = v.type
+    shape: list[int | str | None] = []
+    if isinstance(t, TensorType) and t.shape is not None:
+        shape = list(t.shape)
+    return NodeArg(v.name, str(t) if t is not None else "unknown", shape)
+
+
+def load_graph(model: str | os.PathLike | bytes | ModelProto | Graph) -> Graph:
+    if isinstance(model, Graph):
+        return model
+    return load_onnx(model)
+
+
+class InferenceSession:
+    """Load, plan once, then run many times.
+
+    `providers` is accepted for onnxruntime compatibility; only the CPU provider
+    exists, and asking for another raises like onnxruntime does.
+    """
+
+    def __init__(self, path_or_bytes: str | os.PathLike | bytes | ModelProto | Graph,
+                 sess_options: SessionOptions | None = None,
+                 providers: Sequence[Any] | None = None,
+                 provider_options: Sequence[Any] | None = None, **kwargs: Any) -> None:
+        self._options = sess_options or SessionOptions()
+        for p in providers or ():
+            name = p[0] if isinstance(p, tuple) else p
+            if name not in PROVIDERS:
+                raise ValueError(
+                    f"provider '{name}' is not available; onnxexec provides {PROVIDERS}"
+                )
+        self._model_path = path_or_bytes if isinstance(path_or_bytes, str | os.PathLike) else None
+        set_threads(self._options.intra_op_num_threads)
+        self._graph = load_graph(path_or_bytes)
+        self._plan = plan_graph(self._graph)
+        g = self._graph
+        self._inputs = g.runtime_inputs()
+        self._defaults = {v.name: g.initializers[v.name] for v in g.inputs if v.name in g.initializers}
+        self._all_inputs = tuple(g.inputs)
+        self._outputs = tuple(g.outputs)
+        self._out_index = {v.name: i for i, v in enumerate(self._outputs)}
+
+    @property
+    def graph(self) -> Graph:
+        return self._graph
+
+    def get_inputs(self) -> list[NodeArg]:
+        return [_node_arg(v) for v in self._inputs]
+
+    def get_outputs(self) -> list[NodeArg]:
+        return [_node_arg(v) for v in self._outputs]
+
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        return [_node_arg(v) for v in self._all_inputs if v.name in self._defaults]
+
+    def get_modelmeta(self) -> ModelMetadata:
+        m = self._graph.metadata
+        return ModelMetadata(
+            producer_name=m.get("producer_name", ""),
+            graph_name=m.get("graph_name", self._graph.name),
+            domain=m.get("domain", ""),
+            description=m.get("doc_string", ""),
+            graph_description=m.get("graph_description", ""),
+            version=int(m.get("model_version", 0)),
+            custom_metadata_map=dict(m.get("custom_metadata_map", {})),
+        )
+
+    def get_providers(self) -> list[str]:
+        return list(PROVIDERS)
+
+    def get_provider_options(self) -> dict[str, dict[str, str]]:
+        return {p: {} for p in PROVIDERS}
+
+    def get_session_options(self) -> SessionOptions:
+        return self._options
+
+    def set_providers(self, providers: Sequence[Any] | None = None,
+                      provider_options: Sequence[Any] | None = None) -> None:
+        for p in providers or ():
+            name = p[0] if isinstance(p, tuple) else p
+            if name not in PROVIDERS:
+                raise ValueError(f"provider '{name}' is not available")
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+            run_options: RunOptions | None = None) -> list[Any]:
+        """Outputs named by `output_names` (all when None/empty), in that order."""
+        if output_names:
+            bad = [n for n in output_names if n not in self._out_index]
+            if bad:
+                raise InvalidFeedError(
+                    f"unknown output name(s) {bad}; the model's outputs are {list(self._out_index)}"
+                )
+        feeds = validate_feeds(input_feed, self._all_inputs, self._defaults)
+        results = execute(self._plan, feeds)
+        if not output_names:
+            return results
+        return [results[self._out_index[n]] for n in output_names]
+
+    def end_profiling(self) -> str:
+        return ""

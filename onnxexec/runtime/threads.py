@@ -1,0 +1,29 @@
+"""Thread-count control for numpy's BLAS and numba's parallel kernels."""
+
+from __future__ import annotations
+
+import os
+
+import numba
+from threadpoolctl import threadpool_limits
+
+_limiter: threadpool_limits | None = None
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def set_threads(n: int) -> int:
+    """Use `n` threads for BLAS and numba (0 = all cores). Returns the count in effect.
+
+    Process-wide, like onnxruntime's global thread pools when sessions share one.
+    """
+    global _limiter
+    if n < 0:
+        raise ValueError(f"thread count must be >= 0, got {n}")
+    n = n or default_threads()
+    n = min(n, numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(n)
+    _limiter = threadpool_limits(limits=n)
+    return n
