@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,12 +36,11 @@ class Case:
     atol: float = 1e-7
     path: Path | None = None  # model file, loaded lazily for the file suites
 
+    op: str = ""  # the op a node case tests; the suite name for model suites
+
     @property
     def op_type(self) -> str:
-        """The op a node case tests (its last node's type); the suite name otherwise."""
-        if self.suite != "node" or self.model is None:
-            return f"<{self.suite}>"
-        return self.model.graph.node[-1].op_type if self.model.graph.node else "?"
+        return self.op or f"<{self.suite}>"
 
     def load(self) -> onnx.ModelProto:
         if self.model is None:
@@ -75,10 +75,22 @@ def _node_cases() -> tuple[Case, ...]:
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         raw = node.collect_testcases(None)
+    # The op under test: the single node's type; an *_expanded case (a function body
+    # inlined into many nodes) takes the op of the case it expands.
+    single = {c.name: c.model.graph.node[0].op_type for c in raw if len(c.model.graph.node) == 1}
+
+    def op_of(c: Any) -> str:
+        if c.name in single:
+            return single[c.name]
+        base = re.sub(r"_expanded(_ver\d+)?$", "", c.name)
+        if base in single:
+            return single[base]
+        return c.model.graph.node[-1].op_type if c.model.graph.node else "?"
+
     return tuple(
         Case(c.name, "node", c.model,
              [([normalize(x) for x in i], [normalize(x) for x in o]) for i, o in c.data_sets],
-             c.rtol, c.atol)
+             c.rtol, c.atol, op=op_of(c))
         for c in raw
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from onnxexec.runtime.executor import execute
 from onnxexec.runtime.feeds import validate_feeds
 from onnxexec.runtime.options import ModelMetadata, NodeArg, RunOptions, SessionOptions
 from onnxexec.runtime.plan import plan_graph
+from onnxexec.runtime.profiler import Profiler
 from onnxexec.runtime.threads import set_threads
 
 PROVIDERS = ["CPUExecutionProvider"]
@@ -66,9 +68,13 @@ class InferenceSession:
                     f"provider '{name}' is not available; onnxexec provides {PROVIDERS}"
                 )
         self._model_path = path_or_bytes if isinstance(path_or_bytes, str | os.PathLike) else None
+        self._profiler = (Profiler(self._options.profile_file_prefix)
+                          if self._options.enable_profiling else None)
         set_threads(self._options.intra_op_num_threads)
-        self._graph = load_graph(path_or_bytes)
-        self._plan = plan_graph(self._graph)
+        with self._span("model_loading_uri"):
+            self._graph = load_graph(path_or_bytes)
+        with self._span("session_initialization"):
+            self._plan = plan_graph(self._graph)
         g = self._graph
         self._inputs = g.runtime_inputs()
         self._defaults = {v.name: g.initializers[v.name] for v in g.inputs if v.name in g.initializers}
@@ -127,10 +133,23 @@ class InferenceSession:
                     f"unknown output name(s) {bad}; the model's outputs are {list(self._out_index)}"
                 )
         feeds = validate_feeds(input_feed, self._all_inputs, self._defaults)
-        results = execute(self._plan, feeds)
+        with self._span("model_run"):
+            results = execute(self._plan, feeds, profiler=self._profiler)
         if not output_names:
             return results
         return [results[self._out_index[n]] for n in output_names]
 
+    def _span(self, name: str) -> Any:
+        return self._profiler.span("Session", name) if self._profiler else nullcontext()
+
+    @property
+    def profiler(self) -> Profiler | None:
+        return self._profiler
+
     def end_profiling(self) -> str:
-        return ""
+        """Write the chrome-trace JSON and return its path ('' when profiling is off)."""
+        if self._profiler is None:
+            return ""
+        path = self._profiler.write()
+        self._profiler = None
+        return path

@@ -1,0 +1,134 @@
+"""Shared pieces of the ai.onnx.ml classifiers and regressors (no handlers here).
+
+Score post-transforms follow onnxruntime's ml_common.h, which the ONNX-ML spec
+leaves loosely defined: LOGISTIC is the numerically stable sigmoid, SOFTMAX_ZERO
+leaves zero scores out of the exponentials, PROBIT uses the Winitzki erf^-1
+approximation (a = 0.147) that both onnxruntime and onnx's reference use, and a
+single binary score is expanded into two columns by `expand_binary`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import numpy as np
+
+POST_TRANSFORMS: Final = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
+
+# How a lone binary score becomes two columns (onnxruntime's `add_second_class`):
+# -1 leave it alone, 0/1 (all weights positive) -> [1 - s, s],
+# 2/3 (mixed-sign weights) -> [-s, s], or [logistic(-s), logistic(s)] under LOGISTIC.
+SECOND_CLASS_NONE: Final = -1
+
+
+def logistic(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) computed from |x| so large inputs never overflow."""
+    v = 1 / (1 + np.exp(-np.abs(x)))
+    return np.where(x < 0, 1 - v, v).astype(x.dtype, copy=False)
+
+
+def softmax(s: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of a (N, C) score matrix."""
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def softmax_zero(s: np.ndarray) -> np.ndarray:
+    """Row-wise softmax that maps scores within 1e-7 of zero to ~0 instead of exp(0)."""
+    v_max = s.max(axis=1, keepdims=True)
+    nonzero = np.abs(s) > 1e-7
+    e = np.where(nonzero, np.exp(s - v_max), s * np.exp(-v_max))
+    total = np.where(nonzero, e, 0).sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return e / total
+
+
+def erf_inv(x: np.ndarray) -> np.ndarray:
+    """Winitzki's closed-form erf^-1 approximation, as in onnxruntime's ErfInv."""
+    sgn = np.where(x < 0, -1.0, 1.0).astype(x.dtype)
+    w = (1 - x) * (1 + x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log = np.log(w)
+        v = x.dtype.type(2 / (np.pi * 0.147)) + x.dtype.type(0.5) * log
+        v2 = x.dtype.type(1 / 0.147) * log
+        return sgn * np.sqrt(-v + np.sqrt(v * v - v2))
+
+
+def probit(x: np.ndarray) -> np.ndarray:
+    """sqrt(2) * erf^-1(2x - 1): the inverse of the standard normal CDF."""
+    return (x.dtype.type(np.sqrt(2)) * erf_inv(2 * x - 1)).astype(x.dtype, copy=False)
+
+
+_TRANSFORMS: Final[dict[str, Callable[[np.ndarray], np.ndarray]]] = {
+    "NONE": lambda s: s,
+    "LOGISTIC": logistic,
+    "SOFTMAX": softmax,
+    "SOFTMAX_ZERO": softmax_zero,
+    "PROBIT": probit,
+}
+
+
+def check_post_transform(name: str, op: str) -> None:
+    if name not in _TRANSFORMS:
+        raise ValueError(f"{op}: post_transform must be one of {POST_TRANSFORMS}, got '{name}'")
+
+
+def transform_scores(scores: np.ndarray, post_transform: str) -> np.ndarray:
+    """Apply `post_transform` to a (N, C) matrix of C >= 2 scores per row."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _TRANSFORMS[post_transform](scores).astype(scores.dtype, copy=False)
+
+
+def expand_binary(score: np.ndarray, post_transform: str, second_class: np.ndarray | int) -> np.ndarray:
+    """(N,) lone binary scores -> (N, 2) rows, per onnxruntime's write_scores.
+
+    PROBIT transforms the score in column 0 and leaves column 1 at zero; otherwise
+    `second_class` (per row or scalar, see SECOND_CLASS_NONE) picks the expansion.
+    """
+    n = score.shape[0]
+    out = np.zeros((n, 2), dtype=score.dtype)
+    if post_transform == "PROBIT":
+        out[:, 0] = probit(score)
+        return out
+    mode = np.broadcast_to(np.asarray(second_class), (n,))
+    one_minus = (mode == 0) | (mode == 1)
+    mixed = (mode == 2) | (mode == 3)
+    out[:, 0] = np.where(mode == SECOND_CLASS_NONE, score, out[:, 0])
+    out[:, 0] = np.where(one_minus, 1 - score, out[:, 0])
+    out[:, 1] = np.where(one_minus, score, out[:, 1])
+    if post_transform == "LOGISTIC":
+        out[:, 0] = np.where(mixed, logistic(-score), out[:, 0])
+        out[:, 1] = np.where(mixed, logistic(score), out[:, 1])
+    else:
+        out[:, 0] = np.where(mixed, -score, out[:, 0])
+        out[:, 1] = np.where(mixed, score, out[:, 1])
+    return out
+
+
+def class_labels(ints: Sequence[int] | None, strings: Sequence[str] | None, op: str) -> np.ndarray:
+    """The classlabels_* attribute in use as an int64 or object (string) array."""
+    if strings:
+        return np.array(list(strings), dtype=object)
+    if ints:
+        return np.asarray(ints, dtype=np.int64)
+    raise ValueError(f"{op}: one of classlabels_strings / classlabels_int64s is required")
+
+
+def as_rows(x: np.ndarray, op: str) -> np.ndarray:
+    """(C,) -> (1, C); (N, C) unchanged. The ML ops take one row per sample."""
+    if x.ndim == 1:
+        return x.reshape(1, -1)
+    if x.ndim != 2:
+        raise ValueError(f"{op}: expected a 1-D or 2-D input, got shape {list(x.shape)}")
+    return x
+
+
+def floats_or_tensor(plain: Sequence[float] | None, tensor: np.ndarray | None,
+                     dtype: Any = np.float32) -> np.ndarray | None:
+    """An attribute given either as FLOATS or as its *_as_tensor variant."""
+    if tensor is not None:
+        return np.asarray(tensor).reshape(-1)
+    if plain is not None:
+        return np.asarray(plain, dtype=dtype)
+    return None
