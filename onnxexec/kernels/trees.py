@@ -50,6 +50,7 @@ class Forest:
     weight_target: np.ndarray  # (n_weights,) int64 target / class index
     weight_value: np.ndarray  # (n_weights,) float64
     n_targets: int
+    n_features: int  # 1 + the largest feature index a branch node reads
 
     @property
     def n_trees(self) -> int:
@@ -119,9 +120,10 @@ def predict_forest(forest: Forest, x: np.ndarray, aggregate: int) -> tuple[np.nd
         x = x.astype(np.float64)
     if aggregate not in (AVERAGE, SUM, MIN, MAX):
         raise ValueError(f"unknown aggregate function {aggregate}")
-    n_features = int(forest.feature[forest.mode != LEAF].max(initial=-1)) + 1
-    if x.shape[1] < n_features:
-        raise ValueError(f"trees read feature {n_features - 1}, input has {x.shape[1]} features")
+    if x.shape[1] < forest.n_features:
+        raise ValueError(
+            f"trees read feature {forest.n_features - 1}, input has {x.shape[1]} features"
+        )
     out = np.zeros((x.shape[0], forest.n_targets), dtype=np.float64)
     has = np.zeros((x.shape[0], forest.n_targets), dtype=np.bool_)
     f = forest

@@ -1,0 +1,144 @@
+"""Build the test/benchmark ONNX models offline, with random seeded weights.
+
+    python models/build_models.py OUT_DIR [--only NAME[:EXPORTER] ...] [--size tiny|full]
+                                  [--exporter torchscript|dynamo|both] [--verify] [--force]
+
+Writes, for every model and exporter, OUT_DIR/<name>_<exporter>.onnx with two
+sidecars of seeded example inputs: <stem>.inputs.npz (tiny: batch 2; full: batch 1 at
+the benchmark sequence length) and <stem>.alt_inputs.npz (another batch / sequence
+length, to exercise the symbolic "batch"/"seq" axes). OUT_DIR/manifest.json records
+opset, node count, export time and any export error per file.
+
+Needs torch and transformers (nothing is downloaded: models are built from config
+objects). Models: bert, gpt2, llama (grouped-query attention), vit, resnet,
+mobilenetv2. Existing files are reused unless --force.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+
+from _onnx_export import EXPORTERS, check_with_onnxruntime, export  # noqa: E402
+from _specs import FACTORIES, ModelSpec, make_spec  # noqa: E402
+
+MANIFEST = "manifest.json"
+
+
+def stem(name: str, exporter: str) -> str:
+    return f"{name}_{exporter}"
+
+
+def sidecar_feeds(spec: ModelSpec, size: str) -> tuple[dict, dict]:
+    """(example inputs, alternative-shape inputs) for the sidecar files."""
+    if size == "tiny":
+        main = spec.feeds(2, seed=0)
+        alt = spec.feeds(3, spec.seq - 5, seed=1) if spec.seq else spec.feeds(1, seed=1)
+    else:
+        main = spec.feeds(spec.bench_batch, seed=0)
+        alt = spec.feeds(2, spec.seq // 2, seed=1) if spec.seq else spec.feeds(2, seed=1)
+    return main, alt
+
+
+def parse_only(items: list[str], exporters: tuple[str, ...]) -> list[tuple[str, str]]:
+    """['bert', 'gpt2:dynamo'] -> [(bert, e) for e in exporters] + [(gpt2, dynamo)]."""
+    jobs: list[tuple[str, str]] = []
+    for item in items or list(FACTORIES):
+        name, _, exp = item.partition(":")
+        if name not in FACTORIES:
+            raise SystemExit(f"unknown model {name!r}; choose from {sorted(FACTORIES)}")
+        if exp and exp not in EXPORTERS:
+            raise SystemExit(f"unknown exporter {exp!r} in {item!r}; choose from {EXPORTERS}")
+        for e in (exp,) if exp else exporters:
+            if (name, e) not in jobs:
+                jobs.append((name, e))
+    return jobs
+
+
+def build_one(spec: ModelSpec, exporter: str, out: Path, size: str, args: argparse.Namespace,
+              log: dict) -> dict:
+    s = stem(spec.name, exporter)
+    path = out / f"{s}.onnx"
+    entry = {
+        "name": spec.name, "exporter": exporter, "size": size, "file": path.name,
+        "inputs": f"{s}.inputs.npz", "alt_inputs": f"{s}.alt_inputs.npz",
+        "input_names": list(spec.input_names), "output_names": list(spec.output_names),
+        "dynamic": {k: {str(a): d for a, d in v.items()} for k, v in spec.dynamic.items()},
+    }  # fmt: skip
+    old = log.get(path.name)
+    have = all((out / entry[k]).exists() for k in ("file", "inputs", "alt_inputs"))
+    if have and not args.force and old and not old.get("error"):
+        return old | {"cached": True}
+    main, alt = sidecar_feeds(spec, size)
+    np.savez(out / entry["inputs"], **main)
+    np.savez(out / entry["alt_inputs"], **alt)
+    t0 = time.perf_counter()
+    try:
+        export(spec, exporter, path, args.opset)
+    except Exception as e:  # one failed export must not stop the others
+        path.unlink(missing_ok=True)
+        msg = f"{type(e).__name__}: {e}".strip()
+        return entry | {"error": msg[:4000], "traceback": traceback.format_exc()[-4000:]}
+    entry["seconds"] = round(time.perf_counter() - t0, 2)
+    model = onnx.load(str(path), load_external_data=False)
+    entry["opset"] = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+    entry["nodes"] = len(model.graph.node)
+    entry["bytes"] = path.stat().st_size
+    if args.verify:
+        entry["ort_vs_torch_max_abs"] = check_with_onnxruntime(spec, path, [main, alt])
+    return entry
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("out_dir", type=Path)
+    p.add_argument("--only", nargs="+", action="extend", default=[],
+                   metavar="NAME[:EXPORTER]", help=f"models to build (default all: {list(FACTORIES)})")  # fmt: skip
+    p.add_argument("--size", choices=("tiny", "full"), default="tiny")
+    p.add_argument("--exporter", choices=(*EXPORTERS, "both"), default="both")
+    p.add_argument("--opset", type=int, default=None, help="default: the exporter's own")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--verify", action="store_true", help="compare onnxruntime with torch")
+    p.add_argument("--force", action="store_true", help="rebuild files that already exist")
+    args = p.parse_args(argv)
+
+    exporters = EXPORTERS if args.exporter == "both" else (args.exporter,)
+    jobs = parse_only(args.only, exporters)
+    out: Path = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    manifest_path = out / MANIFEST
+    log = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    if any(e.get("size", args.size) != args.size for e in log.values()):
+        raise SystemExit(f"{out} holds models of another --size; use a separate OUT_DIR")
+
+    failed = 0
+    specs: dict[str, ModelSpec] = {}
+    for name, exporter in jobs:
+        if name not in specs:
+            specs[name] = make_spec(name, args.size, args.seed)
+        entry = build_one(specs[name], exporter, out, args.size, args, log)
+        log[entry["file"]] = entry
+        manifest_path.write_text(json.dumps(log, indent=1, sort_keys=True) + "\n")
+        if entry.get("error"):
+            failed += 1
+            print(f"{entry['file']}: EXPORT FAILED: {entry['error'][:300]}", flush=True)
+            continue
+        info = "cached" if entry.get("cached") else f"{entry['seconds']:.1f} s"
+        check = entry.get("ort_vs_torch_max_abs")
+        extra = f", onnxruntime vs torch max abs {check:.2e}" if check is not None else ""
+        print(f"{entry['file']}: {info}, opset {entry['opset']}, {entry['nodes']} nodes{extra}",
+              flush=True)  # fmt: skip
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
