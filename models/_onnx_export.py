@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from _specs import ModelSpec
 
 EXPORTERS = ("torchscript", "dynamo")
@@ -34,7 +33,7 @@ def _param_bytes(module: torch.nn.Module) -> int:
 
 @contextlib.contextmanager
 def _quiet():
-    """Silence tracer warnings and the dynamo exporter's progress lines; keep them on error."""
+    """Silence tracer warnings and the dynamo exporter's progress lines (errors still raise)."""
     out = io.StringIO()
     loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._dynamo")]
     levels = [lg.level for lg in loggers]
@@ -50,12 +49,21 @@ def _quiet():
 
 
 def export_torchscript(spec: ModelSpec, path: Path, opset: int | None) -> None:
+    # PRESERVE on an eval-mode module exports inference-mode BatchNormalization nodes
+    # instead of folding them into the Conv weights (what EVAL, the default, does).
+    mode = torch.onnx.TrainingMode.PRESERVE if spec.keep_batchnorm else torch.onnx.TrainingMode.EVAL
     with _quiet(), torch.no_grad():
         torch.onnx.export(
-            spec.module, trace_inputs(spec), str(path), dynamo=False,
-            input_names=list(spec.input_names), output_names=list(spec.output_names),
-            dynamic_axes=spec.dynamic, opset_version=opset, do_constant_folding=True,
-        )  # fmt: skip
+            spec.module,
+            trace_inputs(spec),
+            str(path),
+            dynamo=False,
+            input_names=list(spec.input_names),
+            output_names=list(spec.output_names),
+            dynamic_axes=spec.dynamic,
+            opset_version=opset,
+            training=mode,
+        )
 
 
 def export_dynamo(spec: ModelSpec, path: Path, opset: int | None) -> None:
@@ -67,10 +75,15 @@ def export_dynamo(spec: ModelSpec, path: Path, opset: int | None) -> None:
     external = _param_bytes(spec.module) > 1_800_000_000  # protobuf's 2 GB limit
     with _quiet(), torch.no_grad():
         program = torch.onnx.export(
-            spec.module, trace_inputs(spec), dynamo=True,
-            input_names=list(spec.input_names), output_names=list(spec.output_names),
-            dynamic_shapes=shapes, opset_version=opset, external_data=external,
-        )  # fmt: skip
+            spec.module,
+            trace_inputs(spec),
+            dynamo=True,
+            input_names=list(spec.input_names),
+            output_names=list(spec.output_names),
+            dynamic_shapes=shapes,
+            opset_version=opset,
+            external_data=external,
+        )
         program.save(str(path), external_data=external)
 
 
@@ -92,8 +105,9 @@ def torch_outputs(spec: ModelSpec, feeds: dict[str, np.ndarray]) -> list[np.ndar
     return [o.numpy() for o in out]
 
 
-def check_with_onnxruntime(spec: ModelSpec, path: Path,
-                           feed_sets: list[dict[str, np.ndarray]]) -> float:
+def check_with_onnxruntime(
+    spec: ModelSpec, path: Path, feed_sets: list[dict[str, np.ndarray]]
+) -> float:
     """Max abs difference between onnxruntime on `path` and the torch module."""
     import onnxruntime as ort
 

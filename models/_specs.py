@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import _torch_models as tm
 import numpy as np
 import torch
 from torch import nn
-
-import _torch_models as tm
 
 InputMaker = Callable[[int, int, int], dict[str, np.ndarray]]  # (batch, seq, seed) -> feeds
 
@@ -38,6 +37,9 @@ class ModelSpec:
     make_inputs: InputMaker
     seq: int  # example sequence length; 0 for image models
     bench_batch: int = 1  # batch of the sidecar inputs at --size full
+    # Both exporters fold eval-mode BatchNorm into the preceding Conv; True asks the
+    # TorchScript exporter to keep BatchNormalization nodes (as in ONNX model-zoo ResNets).
+    keep_batchnorm: bool = False
 
     def feeds(self, batch: int, seq: int | None = None, seed: int = 0) -> dict[str, np.ndarray]:
         return self.make_inputs(batch, self.seq if seq is None else seq, seed)
@@ -82,10 +84,12 @@ class BertWrapper(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                token_type_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                         token_type_ids=token_type_ids)
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        )
         return out.last_hidden_state, out.pooler_output  # (B, T, D), (B, D)
 
 
@@ -117,20 +121,27 @@ def bert(size: str) -> ModelSpec:
 
     if size == "tiny":
         cfg = transformers.BertConfig(
-            vocab_size=TINY_VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=128, max_position_embeddings=64,
-        )  # fmt: skip
+            vocab_size=TINY_VOCAB,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=64,
+        )
         seq = TINY_SEQ
     else:
         cfg = transformers.BertConfig()  # bert-base-uncased shapes
         seq = 128
     names = ("input_ids", "attention_mask", "token_type_ids")
     return ModelSpec(
-        "bert", BertWrapper(transformers.BertModel(cfg)), names,
+        "bert",
+        BertWrapper(transformers.BertModel(cfg)),
+        names,
         ("last_hidden_state", "pooler_output"),
         {**dict.fromkeys(names, _BT), "last_hidden_state": _BT, "pooler_output": _B},
-        text_inputs(names, cfg.vocab_size), seq,
-    )  # fmt: skip
+        text_inputs(names, cfg.vocab_size),
+        seq,
+    )
 
 
 def gpt2(size: str) -> ModelSpec:
@@ -138,7 +149,13 @@ def gpt2(size: str) -> ModelSpec:
 
     if size == "tiny":
         cfg = transformers.GPT2Config(
-            vocab_size=TINY_VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64
+            vocab_size=TINY_VOCAB,
+            n_embd=64,
+            n_layer=2,
+            n_head=4,
+            n_positions=64,
+            bos_token_id=TINY_VOCAB - 1,
+            eos_token_id=TINY_VOCAB - 1,
         )
         seq = TINY_SEQ
     else:
@@ -146,9 +163,14 @@ def gpt2(size: str) -> ModelSpec:
         seq = 64
     names = ("input_ids", "attention_mask")
     return ModelSpec(
-        "gpt2", CausalLMWrapper(transformers.GPT2LMHeadModel(cfg)), names, ("logits",),
-        {**dict.fromkeys(names, _BT), "logits": _BT}, text_inputs(names, cfg.vocab_size), seq,
-    )  # fmt: skip
+        "gpt2",
+        CausalLMWrapper(transformers.GPT2LMHeadModel(cfg)),
+        names,
+        ("logits",),
+        {**dict.fromkeys(names, _BT), "logits": _BT},
+        text_inputs(names, cfg.vocab_size),
+        seq,
+    )
 
 
 def llama(size: str) -> ModelSpec:
@@ -157,23 +179,39 @@ def llama(size: str) -> ModelSpec:
 
     if size == "tiny":
         cfg = transformers.LlamaConfig(
-            vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-        )  # fmt: skip
+            vocab_size=TINY_VOCAB,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+        )
         seq = TINY_SEQ
     else:  # SmolLM2-135M shapes: 30 x 576, 9 query heads sharing 3 KV heads
         cfg = transformers.LlamaConfig(
-            vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-            num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
-            rms_norm_eps=1e-5, tie_word_embeddings=True,
+            vocab_size=49152,
+            hidden_size=576,
+            intermediate_size=1536,
+            num_hidden_layers=30,
+            num_attention_heads=9,
+            num_key_value_heads=3,
+            max_position_embeddings=8192,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=True,
             rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
-        )  # fmt: skip
+        )
         seq = 64
     names = ("input_ids", "attention_mask")
     return ModelSpec(
-        "llama", CausalLMWrapper(transformers.LlamaForCausalLM(cfg)), names, ("logits",),
-        {**dict.fromkeys(names, _BT), "logits": _BT}, text_inputs(names, cfg.vocab_size), seq,
-    )  # fmt: skip
+        "llama",
+        CausalLMWrapper(transformers.LlamaForCausalLM(cfg)),
+        names,
+        ("logits",),
+        {**dict.fromkeys(names, _BT), "logits": _BT},
+        text_inputs(names, cfg.vocab_size),
+        seq,
+    )
 
 
 def vit(size: str) -> ModelSpec:
@@ -181,18 +219,28 @@ def vit(size: str) -> ModelSpec:
 
     if size == "tiny":
         cfg = transformers.ViTConfig(
-            hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-            image_size=TINY_IMAGE, patch_size=8, num_labels=10,
-        )  # fmt: skip
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            image_size=TINY_IMAGE,
+            patch_size=8,
+            num_labels=10,
+        )
         image = TINY_IMAGE
     else:  # ViT-B/16 at 224
         cfg = transformers.ViTConfig(image_size=FULL_IMAGE, patch_size=16, num_labels=1000)
         image = FULL_IMAGE
     model = transformers.ViTForImageClassification(cfg)
     return ModelSpec(
-        "vit", ImageClassifierWrapper(model), ("pixel_values",), ("logits",),
-        {"pixel_values": _B, "logits": _B}, image_inputs(image), 0,
-    )  # fmt: skip
+        "vit",
+        ImageClassifierWrapper(model),
+        ("pixel_values",),
+        ("logits",),
+        {"pixel_values": _B, "logits": _B},
+        image_inputs(image),
+        0,
+    )
 
 
 def _cnn(name: str, model: nn.Module, size: str) -> ModelSpec:
@@ -200,13 +248,20 @@ def _cnn(name: str, model: nn.Module, size: str) -> ModelSpec:
     tm.randomize_batchnorm(model, gen)
     image = TINY_IMAGE if size == "tiny" else FULL_IMAGE
     return ModelSpec(
-        name, model, ("pixel_values",), ("logits",), {"pixel_values": _B, "logits": _B},
-        image_inputs(image), 0,
-    )  # fmt: skip
+        name,
+        model,
+        ("pixel_values",),
+        ("logits",),
+        {"pixel_values": _B, "logits": _B},
+        image_inputs(image),
+        0,
+    )
 
 
 def resnet(size: str) -> ModelSpec:
-    return _cnn("resnet", tm.resnet(size), size)
+    spec = _cnn("resnet", tm.resnet(size), size)
+    spec.keep_batchnorm = True
+    return spec
 
 
 def mobilenetv2(size: str) -> ModelSpec:

@@ -48,10 +48,12 @@ class Bottleneck(BasicBlock):
         nn.Module.__init__(self)
         cout = width * self.expansion
         self.body = nn.Sequential(
-            *conv_bn(cin, width, 1), nn.ReLU(inplace=True),
-            *conv_bn(width, width, 3, stride), nn.ReLU(inplace=True),
+            *conv_bn(cin, width, 1),
+            nn.ReLU(inplace=True),
+            *conv_bn(width, width, 3, stride),
+            nn.ReLU(inplace=True),
             *conv_bn(width, cout, 1),
-        )  # fmt: skip
+        )
         down = stride != 1 or cin != cout
         self.short = nn.Sequential(*conv_bn(cin, cout, 1, stride)) if down else nn.Identity()
         self.relu = nn.ReLU(inplace=True)
@@ -60,8 +62,13 @@ class Bottleneck(BasicBlock):
 class ResNet(nn.Module):
     """(B, 3, H, W) float32 -> (B, num_classes) logits."""
 
-    def __init__(self, block: type[BasicBlock], layers: tuple[int, ...], width: int = 64,
-                 num_classes: int = 1000) -> None:
+    def __init__(
+        self,
+        block: type[BasicBlock],
+        layers: tuple[int, ...],
+        width: int = 64,
+        num_classes: int = 1000,
+    ) -> None:
         super().__init__()
         self.stem = nn.Sequential(
             *conv_bn(3, width, 7, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)
@@ -102,16 +109,26 @@ class InvertedResidual(nn.Module):
 
 # (expand t, channels c, repeats n, first stride s): Table 2 of Sandler et al. 2018.
 MOBILENETV2_SETTINGS = (
-    (1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-    (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1),
-)  # fmt: skip
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+)
 
 
 class MobileNetV2(nn.Module):
     """(B, 3, H, W) float32 -> (B, num_classes) logits."""
 
-    def __init__(self, settings: tuple[tuple[int, int, int, int], ...] = MOBILENETV2_SETTINGS,
-                 stem: int = 32, last: int = 1280, num_classes: int = 1000) -> None:
+    def __init__(
+        self,
+        settings: tuple[tuple[int, int, int, int], ...] = MOBILENETV2_SETTINGS,
+        stem: int = 32,
+        last: int = 1280,
+        num_classes: int = 1000,
+    ) -> None:
         super().__init__()
         layers: list[nn.Module] = [*conv_bn(3, stem, 3, 2), nn.ReLU6(inplace=True)]
         cin = stem

@@ -25,11 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-
-from _onnx_export import EXPORTERS, check_with_onnxruntime, export  # noqa: E402
-from _specs import FACTORIES, ModelSpec, make_spec  # noqa: E402
+import numpy as np
+import onnx
+from _onnx_export import EXPORTERS, check_with_onnxruntime, export
+from _specs import FACTORIES, ModelSpec, make_spec
 
 MANIFEST = "manifest.json"
 
@@ -64,16 +63,22 @@ def parse_only(items: list[str], exporters: tuple[str, ...]) -> list[tuple[str, 
     return jobs
 
 
-def build_one(spec: ModelSpec, exporter: str, out: Path, size: str, args: argparse.Namespace,
-              log: dict) -> dict:
+def build_one(
+    spec: ModelSpec, exporter: str, out: Path, size: str, args: argparse.Namespace, log: dict
+) -> dict:
     s = stem(spec.name, exporter)
     path = out / f"{s}.onnx"
     entry = {
-        "name": spec.name, "exporter": exporter, "size": size, "file": path.name,
-        "inputs": f"{s}.inputs.npz", "alt_inputs": f"{s}.alt_inputs.npz",
-        "input_names": list(spec.input_names), "output_names": list(spec.output_names),
+        "name": spec.name,
+        "exporter": exporter,
+        "size": size,
+        "file": path.name,
+        "inputs": f"{s}.inputs.npz",
+        "alt_inputs": f"{s}.alt_inputs.npz",
+        "input_names": list(spec.input_names),
+        "output_names": list(spec.output_names),
         "dynamic": {k: {str(a): d for a, d in v.items()} for k, v in spec.dynamic.items()},
-    }  # fmt: skip
+    }
     old = log.get(path.name)
     have = all((out / entry[k]).exists() for k in ("file", "inputs", "alt_inputs"))
     if have and not args.force and old and not old.get("error"):
@@ -101,8 +106,14 @@ def build_one(spec: ModelSpec, exporter: str, out: Path, size: str, args: argpar
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out_dir", type=Path)
-    p.add_argument("--only", nargs="+", action="extend", default=[],
-                   metavar="NAME[:EXPORTER]", help=f"models to build (default all: {list(FACTORIES)})")  # fmt: skip
+    p.add_argument(
+        "--only",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="NAME[:EXPORTER]",
+        help=f"models to build (default all: {list(FACTORIES)})",
+    )
     p.add_argument("--size", choices=("tiny", "full"), default="tiny")
     p.add_argument("--exporter", choices=(*EXPORTERS, "both"), default="both")
     p.add_argument("--opset", type=int, default=None, help="default: the exporter's own")
@@ -126,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         if name not in specs:
             specs[name] = make_spec(name, args.size, args.seed)
         entry = build_one(specs[name], exporter, out, args.size, args, log)
-        log[entry["file"]] = entry
+        log[entry["file"]] = {k: v for k, v in entry.items() if k != "cached"}
         manifest_path.write_text(json.dumps(log, indent=1, sort_keys=True) + "\n")
         if entry.get("error"):
             failed += 1
@@ -135,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         info = "cached" if entry.get("cached") else f"{entry['seconds']:.1f} s"
         check = entry.get("ort_vs_torch_max_abs")
         extra = f", onnxruntime vs torch max abs {check:.2e}" if check is not None else ""
-        print(f"{entry['file']}: {info}, opset {entry['opset']}, {entry['nodes']} nodes{extra}",
-              flush=True)  # fmt: skip
+        print(
+            f"{entry['file']}: {info}, opset {entry['opset']}, {entry['nodes']} nodes{extra}",
+            flush=True,
+        )
     return 1 if failed else 0
 
 

@@ -7,6 +7,7 @@ Every function works on the spatial axes only: an input is (N, C, D1, ..., Dn) a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -128,3 +129,42 @@ def valid_counts(in_len: int, g: Geometry, axis: int, include_pad: bool) -> np.n
     taps = starts[:, None] + np.arange(g.kernel[axis]) * g.dilations[axis]
     lo, hi = (-g.pads_begin[axis], in_len + g.pads_end[axis]) if include_pad else (0, in_len)
     return ((taps >= lo) & (taps < hi)).sum(axis=1)
+
+
+def scatter_taps(
+    cols: np.ndarray,
+    in_sp: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+) -> np.ndarray:
+    """col2im: cols (..., K1..Kn, I1..In) -> (..., F1..Fn), F = (I - 1) * s + (K - 1) * d + 1.
+
+    Tap t's slab (..., I...) is added at offset t * d with stride s: one vectorized
+    add per kernel tap.
+    """
+    n = len(kernel)
+    lead = cols.shape[: cols.ndim - 2 * n]
+    full_sp = [(i - 1) * s + (k - 1) * d + 1
+               for i, k, s, d in zip(in_sp, kernel, strides, dilations, strict=True)]
+    full = np.zeros((*lead, *full_sp), dtype=cols.dtype)
+    nl = len(lead)
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        dst = tuple(slice(t * d, t * d + (i - 1) * s + 1, s)
+                    for t, d, i, s in zip(tap, dilations, in_sp, strides, strict=True))
+        full[(slice(None),) * nl + dst] += cols[(slice(None),) * nl + tap]
+    return full
+
+
+def window_of(full: np.ndarray, begin: Sequence[int], out: Sequence[int]) -> np.ndarray:
+    """Y[..., j] = full[..., begin + j] on the last len(out) axes; 0 where that is outside."""
+    n = len(out)
+    lead = full.shape[: full.ndim - n]
+    y = np.zeros((*lead, *out), dtype=full.dtype)
+    src, dst = [], []
+    for b, o, f in zip(begin, out, full.shape[full.ndim - n:], strict=True):
+        lo, hi = max(b, 0), max(min(b + o, f), max(b, 0))
+        src.append(slice(lo, hi))
+        dst.append(slice(lo - b, hi - b))
+    y[(slice(None),) * len(lead) + tuple(dst)] = full[(slice(None),) * len(lead) + tuple(src)]
+    return y

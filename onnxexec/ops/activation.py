@@ -58,8 +58,9 @@ def _leaky(x: np.ndarray, alpha: float) -> np.ndarray:
 
 
 @op("LeakyRelu", since=1)
-def leaky_relu_v1(x: np.ndarray, *, alpha: float = 0.01,
-                  consumed_inputs: tuple[int, ...] = ()) -> np.ndarray:
+def leaky_relu_v1(
+    x: np.ndarray, *, alpha: float = 0.01, consumed_inputs: tuple[int, ...] = ()
+) -> np.ndarray:
     """x for x >= 0, alpha * x otherwise."""
     return _leaky(x, alpha)
 
@@ -75,8 +76,9 @@ def _prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
 
 
 @op("PRelu", since=1)
-def prelu_v1(x: np.ndarray, slope: np.ndarray, *,
-             consumed_inputs: tuple[int, ...] = ()) -> np.ndarray:
+def prelu_v1(
+    x: np.ndarray, slope: np.ndarray, *, consumed_inputs: tuple[int, ...] = ()
+) -> np.ndarray:
     """PRelu-1: slope of size 1 is shared; otherwise it is per channel (axis 1)."""
     return prelu_v6(x, slope)
 
@@ -96,8 +98,9 @@ def prelu_v6(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
 def prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
     """x for x >= 0, slope * x otherwise; slope broadcasts onto x (numpy, one way)."""
     if np.broadcast_shapes(x.shape, slope.shape) != x.shape:
-        raise ValueError(f"PRelu: slope {list(slope.shape)} does not broadcast to "
-                         f"X {list(x.shape)}")
+        raise ValueError(
+            f"PRelu: slope {list(slope.shape)} does not broadcast to X {list(x.shape)}"
+        )
     return _prelu(x, slope)
 
 
@@ -106,8 +109,9 @@ def _elu(x: np.ndarray, alpha: float) -> np.ndarray:
 
 
 @op("Elu", since=1)
-def elu_v1(x: np.ndarray, *, alpha: float = 1.0,
-           consumed_inputs: tuple[int, ...] = ()) -> np.ndarray:
+def elu_v1(
+    x: np.ndarray, *, alpha: float = 1.0, consumed_inputs: tuple[int, ...] = ()
+) -> np.ndarray:
     """x for x >= 0, alpha * (e**x - 1) otherwise."""
     return _elu(x, alpha)
 
@@ -123,15 +127,24 @@ def _selu(x: np.ndarray, alpha: float, gamma: float) -> np.ndarray:
 
 
 @op("Selu", since=1)
-def selu_v1(x: np.ndarray, *, alpha: float = 1.6732, gamma: float = 1.0507,
-            consumed_inputs: tuple[int, ...] = ()) -> np.ndarray:
+def selu_v1(
+    x: np.ndarray,
+    *,
+    alpha: float = 1.6732,
+    gamma: float = 1.0507,
+    consumed_inputs: tuple[int, ...] = (),
+) -> np.ndarray:
     """gamma * (x for x > 0, alpha * (e**x - 1) otherwise); opset-1 defaults."""
     return _selu(x, alpha, gamma)
 
 
 @op("Selu", since=6)
-def selu(x: np.ndarray, *, alpha: float = 1.67326319217681884765625,
-         gamma: float = 1.05070102214813232421875) -> np.ndarray:
+def selu(
+    x: np.ndarray,
+    *,
+    alpha: float = 1.67326319217681884765625,
+    gamma: float = 1.05070102214813232421875,
+) -> np.ndarray:
     """gamma * (x for x > 0, alpha * (e**x - 1) otherwise)."""
     return _selu(x, alpha, gamma)
 
@@ -162,8 +175,9 @@ def _hard_sigmoid(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
 
 
 @op("HardSigmoid", since=1)
-def hard_sigmoid_v1(x: np.ndarray, *, alpha: float = 0.2, beta: float = 0.5,
-                    consumed_inputs: tuple[int, ...] = ()) -> np.ndarray:
+def hard_sigmoid_v1(
+    x: np.ndarray, *, alpha: float = 0.2, beta: float = 0.5, consumed_inputs: tuple[int, ...] = ()
+) -> np.ndarray:
     """max(0, min(1, alpha * x + beta))."""
     return _hard_sigmoid(x, alpha, beta)
 
@@ -232,8 +246,7 @@ def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     if approximate == "none":
         return _act(lambda v: 0.5 * v * (1 + _erf(v / np.sqrt(v.dtype.type(2)))), x)
     if approximate == "tanh":
-        return _act(lambda v: 0.5 * v * (1 + np.tanh(_SQRT_2_OVER_PI * (v + 0.044715 * v**3))),
-                    x)
+        return _act(lambda v: 0.5 * v * (1 + np.tanh(_SQRT_2_OVER_PI * (v + 0.044715 * v**3))), x)
     raise ValueError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 

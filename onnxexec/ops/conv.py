@@ -74,17 +74,14 @@ def conv_nd(
     nd = x.ndim - 2
     if c != w.shape[1] * group or w.shape[0] % group:
         raise ValueError(f"X {list(x.shape)} and W {list(w.shape)} do not fit group={group}")
-    pointwise = (
-        all(k == 1 for k in g.kernel)
-        and all(s == 1 for s in g.strides)
-        and not any(g.pads_begin)
-        and g.out == x.shape[2:]
-    )
-    if pointwise and group == 1:
-        # 1x1 conv: (M, C) @ (N, C, D) straight, no im2col.
-        wm = w.reshape(w.shape[0], c).astype(dt, copy=False)
-        y = np.matmul(wm, x.reshape(n, c, -1).astype(dt, copy=False))
-        y = y.reshape(n, w.shape[0], *g.out)
+    if all(k == 1 for k in g.kernel) and not any(g.pads_begin) and not any(g.pads_end):
+        # 1x1 conv: strided subsample, then (G, Mg, Cg) @ (N, G, Cg, D) with no im2col.
+        xs = x[(slice(None), slice(None), *(slice(None, None, s) for s in g.strides))]
+        m = w.shape[0]
+        wm = w.reshape(group, m // group, c // group).astype(dt, copy=False)
+        xm = xs.astype(dt, copy=False).reshape(n, group, c // group, -1)
+        y = np.matmul(wm[0] if group == 1 else wm, xm[:, 0] if group == 1 else xm)
+        y = y.reshape(n, m, *xs.shape[2:])
     else:
         xw = win.windows(win.padded(x, g, 0), g)
         if w.shape[1] == 1 and group == c and c > 1:

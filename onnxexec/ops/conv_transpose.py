@@ -85,21 +85,9 @@ def conv_transpose(
     wt = w.astype(dt, copy=False).reshape(group, cg, mg * k_total).transpose(0, 2, 1)
     cols = np.matmul(wt, x.astype(dt, copy=False).reshape(n_b, group, cg, i_total))
     cols = cols.reshape(n_b, m, *kernel, *in_sp)
-    full_sp = [(i - 1) * st + (k - 1) * dd + 1
-               for i, k, st, dd in zip(in_sp, kernel, s, d, strict=True)]
-    full = np.zeros((n_b, m, *full_sp), dtype=dt)
-    for tap in itertools.product(*(range(k) for k in kernel)):
-        dst = tuple(slice(t * dd, t * dd + (i - 1) * st + 1, st)
-                    for t, dd, i, st in zip(tap, d, in_sp, s, strict=True))
-        full[(slice(None), slice(None), *dst)] += cols[(slice(None), slice(None), *tap)]
+    full = win.scatter_taps(cols, in_sp, kernel, s, d)
     # Y[j] = full[begin + j] where that exists, 0 elsewhere (output_padding / negative pads).
-    y = np.zeros((n_b, m, *out), dtype=dt)
-    src, dst = [], []
-    for bg, o, f in zip(begin, out, full_sp, strict=True):
-        lo, hi = max(bg, 0), min(bg + o, f)
-        src.append(slice(lo, max(hi, lo)))
-        dst.append(slice(lo - bg, lo - bg + max(hi - lo, 0)))
-    y[(slice(None), slice(None), *dst)] = full[(slice(None), slice(None), *src)]
+    y = win.window_of(full, begin, out)
     if b is not None:
         y += b.astype(dt).reshape((1, -1) + (1,) * nd)
     return y.astype(x.dtype, copy=False)

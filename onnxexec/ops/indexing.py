@@ -20,9 +20,8 @@ def _checked(indices: np.ndarray, n: int, op_name: str, what: str = "") -> np.nd
         lo, hi = int(idx.min()), int(idx.max())
         if lo < -n or hi >= n:
             bad = lo if lo < -n else hi
-            raise IndexError(
-                f"{op_name}: index {bad} out of range [-{n}, {n - 1}]{' for ' + what if what else ''}"
-            )
+            where = f" for {what}" if what else ""
+            raise IndexError(f"{op_name}: index {bad} out of range [-{n}, {n - 1}]{where}")
         idx[idx < 0] += n
     return idx
 
@@ -80,7 +79,9 @@ def gather_nd_v11(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
 _UFUNC = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
 
 
-def _scatter_apply(out: np.ndarray, where: tuple, updates: np.ndarray, reduction: str, op_name: str) -> None:
+def _scatter_apply(
+    out: np.ndarray, where: tuple, updates: np.ndarray, reduction: str, op_name: str
+) -> None:
     """out[where] = updates, or combine with `reduction`; duplicates are applied in order."""
     if reduction == "none":
         out[where] = updates
@@ -91,7 +92,11 @@ def _scatter_apply(out: np.ndarray, where: tuple, updates: np.ndarray, reduction
 
 
 def _scatter_elements(
-    data: np.ndarray, indices: np.ndarray, updates: np.ndarray, axis: int, reduction: str,
+    data: np.ndarray,
+    indices: np.ndarray,
+    updates: np.ndarray,
+    axis: int,
+    reduction: str,
     op_name: str,
 ) -> np.ndarray:
     axis = norm_axis(axis, data.ndim, op_name)
@@ -99,6 +104,12 @@ def _scatter_elements(
         raise ValueError(
             f"{op_name}: indices {list(indices.shape)} and updates {list(updates.shape)} "
             f"must match and have the rank of data {list(data.shape)}"
+        )
+    pairs = enumerate(zip(indices.shape, data.shape, strict=True))
+    if any(i > d for a, (i, d) in pairs if a != axis):
+        raise IndexError(
+            f"{op_name}: indices {list(indices.shape)} exceed data {list(data.shape)} "
+            f"off axis {axis}"
         )
     idx = _checked(indices, data.shape[axis], op_name, f"axis {axis}")
     grid = list(np.indices(indices.shape, sparse=True))
@@ -191,7 +202,9 @@ def tensor_scatter(
     if axis == 0:
         raise ValueError("TensorScatter: axis cannot be the batch axis 0")
     ps, us = past_cache.shape, update.shape
-    if len(us) != len(ps) or any(p != u for i, (p, u) in enumerate(zip(ps, us)) if i != axis):
+    if len(us) != len(ps) or any(
+        p != u for i, (p, u) in enumerate(zip(ps, us, strict=True)) if i != axis
+    ):
         raise ValueError(f"TensorScatter: update {list(us)} does not fit cache {list(ps)}")
     max_len, seq = ps[axis], us[axis]
     if seq > max_len:
@@ -205,7 +218,8 @@ def tensor_scatter(
             pos %= max_len
         elif seq and (pos[0] < 0 or pos[-1] >= max_len):
             raise IndexError(
-                f"TensorScatter: writes [{pos[0]}, {pos[-1]}] outside cache length {max_len} (batch {b})"
+                f"TensorScatter: writes [{pos[0]}, {pos[-1]}] outside cache length "
+                f"{max_len} (batch {b})"
             )
         # out[b] is a view; one advanced index on `axis` keeps the other axes in place.
         out[b][(*([slice(None)] * (axis - 1)), pos)] = update[b]

@@ -38,8 +38,13 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _gemm(
-    a: np.ndarray, b: np.ndarray, c: np.ndarray | None,
-    alpha: float, beta: float, trans_a: int, trans_b: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray | None,
+    alpha: float,
+    beta: float,
+    trans_a: int,
+    trans_b: int,
 ) -> np.ndarray:
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"Gemm: A and B must be 2-D, got ranks {a.ndim} and {b.ndim}")
@@ -72,8 +77,8 @@ def gemm(
     *,
     alpha: float = 1.0,
     beta: float = 1.0,
-    transA: int = 0,  # noqa: N803 - the spec's attribute names
-    transB: int = 0,  # noqa: N803
+    transA: int = 0,
+    transB: int = 0,
 ) -> np.ndarray:
     """alpha * A' @ B' + beta * C, A' (M, K), B' (K, N), C broadcastable to (M, N)."""
     return _gemm(a, b, c, alpha, beta, transA, transB)
@@ -88,8 +93,8 @@ def gemm_v1(
     alpha: float = 1.0,
     beta: float = 1.0,
     broadcast: int = 0,
-    transA: int = 0,  # noqa: N803
-    transB: int = 0,  # noqa: N803
+    transA: int = 0,
+    transB: int = 0,
 ) -> np.ndarray:
     """Opsets 1-6: C required, and must already be (M, N) unless broadcast=1."""
     if not broadcast and c is not None and np.ndim(c) == 2:
@@ -145,7 +150,10 @@ def matmul_integer(
     a_zero_point: np.ndarray | None = None,
     b_zero_point: np.ndarray | None = None,
 ) -> np.ndarray:
-    """int32 (A - a_zero_point) @ (B - b_zero_point); zero points per tensor, row (A) or column (B)."""
+    """int32 (A - a_zero_point) @ (B - b_zero_point).
+
+    Zero points are per tensor, per row of A ([M] or [..., M, 1]) or per column of B.
+    """
     y = _int_matmul(_centered(a, a_zero_point, True), _centered(b, b_zero_point, False))
     return y.astype(np.int32)  # wraps modulo 2**32: "accumulation may overflow in 32 bits"
 

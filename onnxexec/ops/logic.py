@@ -25,8 +25,9 @@ def _register_binary_v1_v7(op_type: str, fn: Binary, doc: str) -> None:
     """Opset 1 (broadcast, axis attributes) and 7 (numpy broadcasting; later versions
     only add types)."""
 
-    def v1(a: np.ndarray, b: np.ndarray, *, axis: int | None = None,
-           broadcast: int = 0) -> np.ndarray:
+    def v1(
+        a: np.ndarray, b: np.ndarray, *, axis: int | None = None, broadcast: int = 0
+    ) -> np.ndarray:
         return _as_bool(fn, *legacy_broadcast(a, b, broadcast, axis, op_type))
 
     def v7(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -39,12 +39,19 @@ def _register_arith(op_type: str, fn: Binary, doc: str) -> None:
     """Add/Sub/Mul/Div: opset 1 (broadcast, axis, consumed_inputs), 6 (broadcast, axis),
     7 (numpy broadcasting; 13 and 14 only add types)."""
 
-    def v1(a: np.ndarray, b: np.ndarray, *, axis: int | None = None, broadcast: int = 0,
-           consumed_inputs: tuple[int, ...] = ()) -> np.ndarray:
+    def v1(
+        a: np.ndarray,
+        b: np.ndarray,
+        *,
+        axis: int | None = None,
+        broadcast: int = 0,
+        consumed_inputs: tuple[int, ...] = (),
+    ) -> np.ndarray:
         return _binary(fn, *legacy_broadcast(a, b, broadcast, axis, op_type))
 
-    def v6(a: np.ndarray, b: np.ndarray, *, axis: int | None = None,
-           broadcast: int = 0) -> np.ndarray:
+    def v6(
+        a: np.ndarray, b: np.ndarray, *, axis: int | None = None, broadcast: int = 0
+    ) -> np.ndarray:
         return _binary(fn, *legacy_broadcast(a, b, broadcast, axis, op_type))
 
     def v7(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -91,8 +98,7 @@ def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
             if y.dtype.kind in "iu" and not (y < 0).any():
                 return narrow(np.power(x, y.astype(x.dtype)), x.dtype)
             # Fractional or negative exponents: compute in double, truncate toward zero.
-            return narrow(np.trunc(np.power(x.astype(np.float64), y.astype(np.float64))),
-                          x.dtype)
+            return narrow(np.trunc(np.power(x.astype(np.float64), y.astype(np.float64))), x.dtype)
         xw = widen(x)
         if y.dtype != x.dtype:
             calc = np.float64 if xw.dtype == np.float64 or y.dtype.kind in "iu" else np.float32
@@ -101,8 +107,9 @@ def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 @op("Pow", since=1)
-def pow_v1(x: np.ndarray, y: np.ndarray, *, axis: int | None = None,
-           broadcast: int = 0) -> np.ndarray:
+def pow_v1(
+    x: np.ndarray, y: np.ndarray, *, axis: int | None = None, broadcast: int = 0
+) -> np.ndarray:
     """X ** Y, broadcasting only via the broadcast/axis attributes."""
     return _pow(*legacy_broadcast(x, y, broadcast, axis, "Pow"))
 
@@ -113,13 +120,14 @@ def pow_(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return _pow(x, y)
 
 
-def _variadic(fn: Binary, xs: tuple[np.ndarray, ...], broadcast: bool,
-              op_type: str) -> np.ndarray:
+def _variadic(fn: Binary, xs: tuple[np.ndarray, ...], broadcast: bool, op_type: str) -> np.ndarray:
     if not xs:
         raise ValueError(f"{op_type}: needs at least one input")
     if not broadcast and any(x.shape != xs[0].shape for x in xs):
-        raise ValueError(f"{op_type}: inputs must have one shape before opset 8, "
-                         f"got {[list(x.shape) for x in xs]}")
+        raise ValueError(
+            f"{op_type}: inputs must have one shape before opset 8, "
+            f"got {[list(x.shape) for x in xs]}"
+        )
     dt = xs[0].dtype
     with np.errstate(all="ignore"):
         return narrow(reduce(fn, [widen(x) for x in xs]), dt)
@@ -177,22 +185,30 @@ def _clip(x: np.ndarray, lo: object, hi: object) -> np.ndarray:
 
 
 @op("Clip", since=1)
-def clip_v1(x: np.ndarray, *, max: float | None = None, min: float | None = None,  # noqa: A002
-            consumed_inputs: tuple[int, ...] = ()) -> np.ndarray:
+def clip_v1(
+    x: np.ndarray,
+    *,
+    max: float | None = None,  # noqa: A002 (the spec's attribute names)
+    min: float | None = None,  # noqa: A002
+    consumed_inputs: tuple[int, ...] = (),
+) -> np.ndarray:
     """Clip-1: bounds as attributes; an absent bound does not clip."""
     return _clip(x, min, max)
 
 
 @op("Clip", since=6)
-def clip_v6(x: np.ndarray, *, max: float = 3.4028234663852886e38,  # noqa: A002
-            min: float = -3.4028234663852886e38) -> np.ndarray:  # noqa: A002
+def clip_v6(
+    x: np.ndarray,
+    *,
+    max: float = 3.4028234663852886e38,  # noqa: A002
+    min: float = -3.4028234663852886e38,  # noqa: A002
+) -> np.ndarray:
     """Clip-6: bounds as attributes defaulting to -/+FLT_MAX."""
     return _clip(x, min, max)
 
 
 @op("Clip", since=11)
-def clip(x: np.ndarray, lo: np.ndarray | None = None,
-         hi: np.ndarray | None = None) -> np.ndarray:
+def clip(x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
     """Clip-11+: optional scalar min/max inputs of x's type (integers from opset 12);
     an omitted bound does not clip."""
     return _clip(x, lo, hi)

@@ -17,7 +17,63 @@ import numpy as np
 POST_TRANSFORMS: Final = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
 
 # How a lone binary score becomes two columns (onnxruntime's `add_second_class`):
-# -1 leave it alone, 0/1 (all weights positive) -> [1 - s, s],
+# -1 leave it alone, 0/1 (all weights positive) -> [1 - p, p] with p = s, or
+# p = logistic(s) under LOGISTIC,
+# 2/3 (mixed-sign weights) -> [-s, s], or [logistic(-s), logistic(s)] under LOGISTIC.
+SECOND_CLASS_NONE: Final = -1
+
+
+def logistic(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)) computed from |x| so large inputs never overflow."""
+    v = 1 / (1 + np.exp(-np.abs(x)))
+    return np.where(x < 0, 1 - v, v).astype(x.dtype, copy=False)
+
+
+def softmax(s: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of a (N, C) score matrix."""
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def softmax_zero(s: np.ndarray) -> np.ndarray:
+    """Row-wise softmax that maps scores within 1e-7 of zero to ~0 instead of exp(0)."""
+    v_max = s.max(axis=1, keepdims=True)
+    nonzero = np.abs(s) > 1e-7
+    e = np.where(nonzero, np.exp(s - v_max), s * np.exp(-v_max))
+    total = np.where(nonzero, e, 0).sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return e / total
+
+
+def erf_inv(x: np.ndarray) -> np.ndarray:
+    """Winitzki's closed-form erf^-1 approximation in float32, as onnxruntime's ErfInv.
+
+    Near x = 0 the formula cancels catastrophically, so the float32 operation
+    order matters for parity; every constant is rounded to float32 first.
+    """
+    f = np.float32
+    x = np.asarray(x, dtype=np.float32)
+    sgn = np.where(x < 0, f(-1), f(1))
+    w = (f(1) - x) * (f(1) + x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log = np.log(w)
+        v = f(2) / (f(np.pi) * f(0.147)) + f(0.5) * log
+        v2 = f(1) / f(0.147) * log
+        return sgn * np.sqrt(-v + np.sqrt(v * v - v2))
+
+
+def probit(x: np.ndarray) -> np.ndarray:
+    """sqrt(2) * erf^-1(2x - 1), the inverse normal CDF, computed in float32."""
+    f = np.float32
+    p = f(np.sqrt(2)) * erf_inv(f(2) * np.asarray(x, dtype=np.float32) - f(1))
+    return p.astype(x.dtype, copy=False)
+
+
+_TRANSFORMS: Final = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
+
+# How a lone binary score becomes two columns (onnxruntime's `add_second_class`):
+# -1 leave it alone, 0/1 (all weights positive) -> [1 - p, p] with p = s, or
+# p = logistic(s) under LOGISTIC,
 # 2/3 (mixed-sign weights) -> [-s, s], or [logistic(-s), logistic(s)] under LOGISTIC.
 SECOND_CLASS_NONE: Final = -1
 
@@ -95,8 +151,9 @@ def expand_binary(score: np.ndarray, post_transform: str, second_class: np.ndarr
     one_minus = (mode == 0) | (mode == 1)
     mixed = (mode == 2) | (mode == 3)
     out[:, 0] = np.where(mode == SECOND_CLASS_NONE, score, out[:, 0])
-    out[:, 0] = np.where(one_minus, 1 - score, out[:, 0])
-    out[:, 1] = np.where(one_minus, score, out[:, 1])
+    p = logistic(score) if post_transform == "LOGISTIC" else score
+    out[:, 0] = np.where(one_minus, 1 - p, out[:, 0])
+    out[:, 1] = np.where(one_minus, p, out[:, 1])
     if post_transform == "LOGISTIC":
         out[:, 0] = np.where(mixed, logistic(-score), out[:, 0])
         out[:, 1] = np.where(mixed, logistic(score), out[:, 1])

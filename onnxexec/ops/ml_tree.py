@@ -43,12 +43,13 @@ def _aggregate(scores: np.ndarray, n_trees: int, aggregate: int, base: np.ndarra
 
 def _regression(x: np.ndarray, forest: Forest, aggregate: int, base: np.ndarray | None,
                 post_transform: str) -> np.ndarray:
-    scores, _ = predict_forest(forest, x, aggregate)
+    scores, has = predict_forest(forest, x, aggregate)
     s = _aggregate(scores, forest.n_trees, aggregate, base)
     if s.shape[1] == 1:
         # One target: onnxruntime's FinalizeScores1 applies only PROBIT.
         return probit(s) if post_transform == "PROBIT" else s
-    return transform_scores(s, post_transform)
+    # onnxruntime reads a target no leaf reached as 0, base value or not.
+    return transform_scores(np.where(has, s, np.float32(0)), post_transform)
 
 
 def _regressor(x: np.ndarray, *, aggregate_function: str, base_values: np.ndarray | None,
@@ -126,6 +127,9 @@ def _binary_label(pos: np.ndarray, binary_case: bool, all_positive: bool,
 def _classification(scores: np.ndarray, has: np.ndarray, base: np.ndarray | None,
                     labels: np.ndarray, binary_case: bool, all_positive: bool,
                     post_transform: str) -> tuple[np.ndarray, np.ndarray]:
+    """Labels and scores from summed class weights, as onnxruntime's
+    TreeAggregatorClassifier: a class score no leaf (or base value) set reads as 0.
+    """
     s = scores.astype(np.float32)
     has = has.copy()
     n, c = s.shape
@@ -135,7 +139,7 @@ def _classification(scores: np.ndarray, has: np.ndarray, base: np.ndarray | None
         s[:, :k] += b[:k]
         has[:, :k] = True
         best = np.argmax(np.where(has, s, -np.inf), axis=1)
-        return labels[best], transform_scores(s, post_transform)
+        return labels[best], transform_scores(np.where(has, s, np.float32(0)), post_transform)
     if c == 1:
         s0 = s[:, 0] + (b[1] if b.shape[0] == 2 else b[0] if b.shape[0] == 1 else 0)
         lab, _ = _binary_label(s0, False, all_positive, labels)
@@ -147,8 +151,8 @@ def _classification(scores: np.ndarray, has: np.ndarray, base: np.ndarray | None
         # onnxruntime: with a class-1 score it assumes base[0] == base[1] and
         # rebuilds both columns from column 0; otherwise "binary as multiclass".
         p1 = np.where(h1, b[1] + s0, s1 + b[1])
-        p0 = np.where(h1, -(b[1] + s0), s0 + b[0])
-        s0, s1 = p0, p1
+        s0 = np.where(h1, -p1, s0 + b[0])
+        s1 = p1
         two = np.ones(n, dtype=bool)
     else:
         if b.shape[0] == 1:
@@ -160,13 +164,15 @@ def _classification(scores: np.ndarray, has: np.ndarray, base: np.ndarray | None
     lab, mode = _binary_label(pos, binary_case, all_positive, labels)
     if binary_case:
         second = mode
+    v0 = np.where(h0, s0, np.float32(0))
+    v1 = np.where(h1, s1, np.float32(0))
     z = np.empty((n, 2), dtype=np.float32)
     if two.any():
-        z[two] = transform_scores(np.stack([s0[two], s1[two]], axis=1), post_transform)
+        z[two] = transform_scores(np.stack([v0[two], v1[two]], axis=1), post_transform)
     one = ~two
     if one.any():
         mode_one = second if isinstance(second, int) else second[one]
-        z[one] = expand_binary(s0[one], post_transform, mode_one)
+        z[one] = expand_binary(v0[one], post_transform, mode_one)
     return lab, z
 
 

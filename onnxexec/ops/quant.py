@@ -150,8 +150,13 @@ def quantize_linear(
 ) -> np.ndarray:
     """x (float/int32) -> quantized y; the division runs in `precision` when given."""
     return quantize(
-        x, y_scale, y_zero_point, axis=axis, block_size=block_size,
-        out_dtype=_quant_dtype(y_zero_point, output_dtype), sat=saturate,
+        x,
+        y_scale,
+        y_zero_point,
+        axis=axis,
+        block_size=block_size,
+        out_dtype=_quant_dtype(y_zero_point, output_dtype),
+        sat=saturate,
         precision=np_dtype(precision) if precision else None,
     )
 
@@ -169,8 +174,13 @@ def quantize_linear_v21(
 ) -> np.ndarray:
     """Opsets 21-22: blocked quantization and output_dtype."""
     return quantize(
-        x, y_scale, y_zero_point, axis=axis, block_size=block_size,
-        out_dtype=_quant_dtype(y_zero_point, output_dtype), sat=saturate,
+        x,
+        y_scale,
+        y_zero_point,
+        axis=axis,
+        block_size=block_size,
+        out_dtype=_quant_dtype(y_zero_point, output_dtype),
+        sat=saturate,
     )
 
 
@@ -222,9 +232,8 @@ def dequantize(
     if zero_point is not None:
         zp = expand_param(zero_point, x.shape, axis, block_size, "DequantizeLinear zero point")
         if np.asarray(zero_point).dtype != x.dtype:
-            raise ValueError(
-                f"DequantizeLinear: zero point type {np.asarray(zero_point).dtype} != x type {x.dtype}"
-            )
+            zdt = np.asarray(zero_point).dtype
+            raise ValueError(f"DequantizeLinear: zero point type {zdt} != x type {x.dtype}")
         zpf = to_float(zp).astype(np.float32)
         if np.any(zpf != 0):
             dx = dx - zpf
@@ -244,7 +253,11 @@ def dequantize_linear(
 ) -> np.ndarray:
     """Quantized x -> float; output type from output_dtype or else x_scale."""
     return dequantize(
-        x, x_scale, x_zero_point, axis=axis, block_size=block_size,
+        x,
+        x_scale,
+        x_zero_point,
+        axis=axis,
+        block_size=block_size,
         out_dtype=np_dtype(output_dtype) if output_dtype else None,
     )
 
@@ -284,14 +297,13 @@ def dequantize_linear_v10(
 def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """float32 x -> (uint8 y, float32 scale, uint8 zero point) covering [min(x, 0), max(x, 0)].
 
-    Operators.md DynamicQuantizeLinear-11; a constant-zero x gets scale 1/255 as
-    onnxruntime does, instead of dividing by zero.
+    Operators.md DynamicQuantizeLinear-11; an all-zero x gets scale 1.0 as in
+    onnxruntime, instead of a zero scale and a division by zero.
     """
     qmin, qmax = 0, 255
     xmax = np.float32(max(0.0, float(np.max(x)) if x.size else 0.0))
     xmin = np.float32(min(0.0, float(np.min(x)) if x.size else 0.0))
-    span = np.float32(1.0) if xmax == xmin else xmax - xmin
-    scale = np.float32(span / np.float32(qmax - qmin))
+    scale = np.float32(1.0) if xmax == xmin else np.float32((xmax - xmin) / np.float32(qmax - qmin))
     zp = np.rint(np.clip(np.float32(qmin) - xmin / scale, qmin, qmax))
     y = np.clip(np.rint(x / scale) + zp, qmin, qmax)
     return (

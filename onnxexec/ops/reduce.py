@@ -58,12 +58,18 @@ _KINDS: dict[str, tuple[Callable, Callable]] = {
         lambda x, a, k: _sum(x, a, k) / max(int(np.prod([x.shape[i] for i in a])), 0),
         lambda x: x,
     ),
-    "max": (lambda x, a, k: np.max(x, axis=a, keepdims=k, initial=_extreme(x.dtype, False)),
-            lambda x: x),
-    "min": (lambda x, a, k: np.min(x, axis=a, keepdims=k, initial=_extreme(x.dtype, True)),
-            lambda x: x),
-    "prod": (lambda x, a, k: np.prod(x, axis=a, keepdims=k, dtype=_acc_dtype(x.dtype)),
-             lambda x: x),
+    "max": (
+        lambda x, a, k: np.max(x, axis=a, keepdims=k, initial=_extreme(x.dtype, False)),
+        lambda x: x,
+    ),
+    "min": (
+        lambda x, a, k: np.min(x, axis=a, keepdims=k, initial=_extreme(x.dtype, True)),
+        lambda x: x,
+    ),
+    "prod": (
+        lambda x, a, k: np.prod(x, axis=a, keepdims=k, dtype=_acc_dtype(x.dtype)),
+        lambda x: x,
+    ),
     "l1": (lambda x, a, k: _sum(np.abs(x), a, k), np.abs),
     "l2": (lambda x, a, k: np.sqrt(_sum(x * x, a, k)), np.abs),
     "sum_square": (lambda x, a, k: _sum(x * x, a, k), lambda x: x * x),
@@ -118,9 +124,11 @@ def _register(op_type: str, kind: str, input_since: int) -> None:
     ) -> np.ndarray:
         return _reduce(kind, data, axes, keepdims, 0)
 
-    name = op_type[len("Reduce"):].lower()
+    name = op_type[len("Reduce") :].lower()
     reduce_axes_input.__name__ = f"reduce_{name}"
-    reduce_axes_input.__doc__ = f"{op_type} over `axes` (all when omitted; none with noop_with_empty_axes)."
+    reduce_axes_input.__doc__ = (
+        f"{op_type} over `axes` (all when omitted; none with noop_with_empty_axes)."
+    )
     reduce_axes_attr.__name__ = f"reduce_{name}_v1"
     reduce_axes_attr.__doc__ = f"{op_type}, opsets 1-{input_since - 1}: axes as an attribute."
     op(op_type, since=input_since)(reduce_axes_input)
@@ -140,7 +148,12 @@ _register("ReduceLogSumExp", "log_sum_exp", 18)
 
 
 def _cumulative(
-    ufunc: np.ufunc, identity: int, x: np.ndarray, axis: np.ndarray, exclusive: int, reverse: int,
+    ufunc: np.ufunc,
+    identity: int,
+    x: np.ndarray,
+    axis: np.ndarray,
+    exclusive: int,
+    reverse: int,
     op_name: str,
 ) -> np.ndarray:
     ax = norm_axis(int(np.asarray(axis).reshape(-1)[0]), x.ndim, op_name)
@@ -166,6 +179,8 @@ def cum_sum(x: np.ndarray, axis: np.ndarray, *, exclusive: int = 0, reverse: int
 
 
 @op("CumProd", since=26)
-def cum_prod(x: np.ndarray, axis: np.ndarray, *, exclusive: int = 0, reverse: int = 0) -> np.ndarray:
+def cum_prod(
+    x: np.ndarray, axis: np.ndarray, *, exclusive: int = 0, reverse: int = 0
+) -> np.ndarray:
     """Running product along `axis`; exclusive drops the current element, reverse runs backwards."""
     return _cumulative(np.multiply, 1, x, axis, exclusive, reverse, "CumProd")

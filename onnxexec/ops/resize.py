@@ -119,10 +119,11 @@ def _resize_axis(
         y = np.take(x, idx.astype(np.intp), axis=axis)
     elif o.mode in ("linear", "cubic"):
         idx, w = _weights(coords, scale, in_len, o)
-        g = np.take(x, idx.reshape(-1), axis=axis)
-        g = g.reshape(x.shape[:axis] + idx.shape + x.shape[axis + 1:])
-        wsh = (1,) * axis + w.shape + (1,) * (x.ndim - axis - 1)
-        y = (g * w.reshape(wsh).astype(x.dtype)).sum(axis=axis + 1)
+        wsh = (1,) * axis + (out_len,) + (1,) * (x.ndim - axis - 1)
+        w = w.astype(x.dtype)
+        y = np.take(x, idx[:, 0], axis=axis) * w[:, 0].reshape(wsh)
+        for k in range(1, idx.shape[1]):  # one multiply-add per filter tap
+            y += np.take(x, idx[:, k], axis=axis) * w[:, k].reshape(wsh)
     else:
         raise ValueError(f"Resize: unknown mode '{o.mode}'")
     if outside is not None and outside.any():

@@ -52,9 +52,7 @@ def sequence_at(seq: list[np.ndarray], position: np.ndarray) -> np.ndarray:
 
 
 @op("SequenceErase", since=11)
-def sequence_erase(
-    seq: list[np.ndarray], position: np.ndarray | None = None
-) -> list[np.ndarray]:
+def sequence_erase(seq: list[np.ndarray], position: np.ndarray | None = None) -> list[np.ndarray]:
     """New sequence without the element at `position` (default: the last)."""
     out = list(seq)
     del out[_position(seq, position, len(seq) - 1, insert=False)]

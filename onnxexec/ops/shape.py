@@ -7,6 +7,8 @@ handlers never write into their inputs, so sharing memory is harmless.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from onnxexec.ops._common import ints, norm_axes, norm_axis
@@ -31,7 +33,9 @@ def _target_shape(in_shape: tuple[int, ...], shape: tuple[int, ...], allowzero: 
     if -1 in out:
         known = int(np.prod([d for d in out if d != -1], dtype=np.int64))
         if known == 0 or total % known:
-            raise ValueError(f"Reshape: cannot infer -1 reshaping {list(in_shape)} to {list(shape)}")
+            raise ValueError(
+                f"Reshape: cannot infer -1 reshaping {list(in_shape)} to {list(shape)}"
+            )
         out[out.index(-1)] = total // known
     if int(np.prod(out, dtype=np.int64)) != total:
         raise ValueError(f"Reshape: cannot reshape {list(in_shape)} to {list(shape)}")
@@ -69,7 +73,7 @@ def transpose(data: np.ndarray, *, perm: tuple[int, ...] | None = None) -> np.nd
 
 
 def _squeeze(data: np.ndarray, axes: tuple[int, ...] | None) -> np.ndarray:
-    if axes is None:
+    if not axes:  # omitted or empty: every size-1 axis, as onnxruntime does
         return data.reshape([d for d in data.shape if d != 1])
     axes = norm_axes(axes, data.ndim, "Squeeze")
     for a in axes:
@@ -175,7 +179,7 @@ def _split(x: np.ndarray, sizes: tuple[int, ...], axis: int) -> tuple[np.ndarray
     bounds = np.cumsum((0, *sizes))
     idx: list[slice] = [slice(None)] * x.ndim
     out = []
-    for b, e in zip(bounds[:-1], bounds[1:], strict=True):
+    for b, e in itertools.pairwise(bounds):
         idx[axis] = slice(int(b), int(e))
         out.append(x[tuple(idx)])
     return tuple(out)
@@ -187,18 +191,28 @@ def _equal_sizes(dim: int, n: int) -> tuple[int, ...]:
     return (dim // n,) * n
 
 
-@op("Split", since=18)
+@op("Split", since=18, wants=("outputs_used",))
 def split(
-    x: np.ndarray, split: np.ndarray | None = None, *, axis: int = 0, num_outputs: int | None = None
+    x: np.ndarray,
+    split: np.ndarray | None = None,
+    *,
+    axis: int = 0,
+    num_outputs: int | None = None,
+    outputs_used: tuple[bool, ...] = (),
 ) -> tuple[np.ndarray, ...]:
-    """Split by `split` sizes, or into num_outputs chunks of ceil(dim/n), the last smaller."""
+    """Split by `split` sizes, or into num_outputs chunks of ceil(dim/n), the last smaller.
+
+    The spec requires one of the two; like onnxruntime we fall back to the node's output
+    count when both are missing.
+    """
     if split is not None:
         return _split(x, ints(split), axis)
-    if num_outputs is None:
-        raise ValueError("Split-18: give either the 'split' input or the 'num_outputs' attribute")
+    n = num_outputs if num_outputs is not None else len(outputs_used)
     dim = x.shape[norm_axis(axis, x.ndim, "Split")]
-    chunk = -(-dim // num_outputs)
-    sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(num_outputs)]
+    if n < 1:
+        raise ValueError("Split: no output count (num_outputs) and no split sizes")
+    chunk = -(-dim // n)
+    sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(n)]
     return _split(x, tuple(sizes), axis)
 
 

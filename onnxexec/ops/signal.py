@@ -25,21 +25,23 @@ def _scalar_int(x: np.ndarray | None, name: str) -> int | None:
     return int(v[0])
 
 
-def _window(size: np.ndarray, periodic: int, output_datatype: int, coeffs: tuple[float, ...]) -> np.ndarray:
-    """sum_k (-1)^k a_k cos(2 pi k n / N), N = size (periodic) or size - 1 (symmetric)."""
+def _window(
+    size: np.ndarray, periodic: int, output_datatype: int, coeffs: tuple[float, ...]
+) -> np.ndarray:
+    """sum_k (-1)^k a_k cos(2 pi k n / N), N = size (periodic) or size - 1 (symmetric).
+
+    A symmetric window of size 1 would divide by zero; it is [1.0], as in numpy and torch.
+    """
     n = _scalar_int(size, "window size")
     if n is None or n < 0:
         raise ValueError(f"window size must be >= 0, got {n}")
     denom = n if periodic else n - 1
-    i = np.arange(n, dtype=np.float64)
+    if denom == 0:
+        return np.ones(n, dtype=np_dtype(output_datatype))
+    phase = 2 * np.pi * np.arange(n, dtype=np.float64) / denom
     w = np.zeros(n, dtype=np.float64)
     for k, a in enumerate(coeffs):
-        if k == 0:
-            w += a
-        elif denom:
-            w += (-1) ** k * a * np.cos(2 * np.pi * k * i / denom)
-        else:
-            w += (-1) ** k * a  # size 1 symmetric window: cos(0)
+        w += (-1) ** k * a * np.cos(k * phase)
     return w.astype(np_dtype(output_datatype))
 
 
@@ -62,10 +64,19 @@ def blackman_window(size: np.ndarray, *, output_datatype: int = 1, periodic: int
 
 
 def _to_complex(x: np.ndarray, what: str) -> np.ndarray:
+    """(..., 1|2) real pairs -> complex; float64 gives complex128, anything else complex64.
+
+    numpy's FFT runs natively in single precision, like onnxruntime's float kernels.
+    """
+    ct = np.complex128 if x.dtype == np.float64 else np.complex64
+    if x.dtype.kind == "V":  # bfloat16: numpy cannot cast it to complex directly
+        x = x.astype(np.float32)
     if x.shape[-1:] == (1,):
-        return x[..., 0].astype(np.complex128)
+        return x[..., 0].astype(ct)
     if x.shape[-1:] == (2,):
-        return x[..., 0].astype(np.float64) + 1j * x[..., 1].astype(np.float64)
+        z = np.empty(x.shape[:-1], dtype=ct)
+        z.real, z.imag = x[..., 0], x[..., 1]
+        return z
     raise ValueError(f"{what}: last axis must be 1 (real) or 2 (complex), got {x.shape[-1:]}")
 
 
@@ -73,7 +84,9 @@ def _from_complex(z: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.stack([z.real, z.imag], axis=-1).astype(dtype)
 
 
-def _dft(x: np.ndarray, dft_length: int | None, axis: int, inverse: int, onesided: int) -> np.ndarray:
+def _dft(
+    x: np.ndarray, dft_length: int | None, axis: int, inverse: int, onesided: int
+) -> np.ndarray:
     if x.ndim < 2:
         raise ValueError(f"DFT: input rank {x.ndim} < 2")
     # The last axis holds (re, im): the signal axes are [0, rank - 2].
@@ -148,7 +161,7 @@ def stft(
     starts = np.arange(n_frames) * step
     frames = sig[:, starts[:, None] + np.arange(length)]  # (B, frames, length)
     if window is not None:
-        frames = frames * window.astype(np.float64)
+        frames = frames * window.astype(frames.real.dtype)
     spec = np.fft.fft(frames, axis=-1)
     if onesided:
         spec = spec[..., : length // 2 + 1]
@@ -165,8 +178,9 @@ def mel_weight_matrix(
     *,
     output_datatype: int = 1,
 ) -> np.ndarray:
-    """[dft_length // 2 + 1, num_mel_bins] triangular filters, peak 1, on mel(f) = 2595 log10(1 + f/700).
+    """[dft_length // 2 + 1, num_mel_bins] float triangular filters with peak 1.
 
+    The mel scale is mel(f) = 2595 log10(1 + f/700).
     Band edges are num_mel_bins + 2 points evenly spaced in mel between the two edges,
     mapped back to hertz and then to the DFT bin floor((dft_length + 1) * f / sample_rate).
     """

@@ -84,7 +84,7 @@ def _pad(
     data: np.ndarray,
     pads: Sequence[int],
     mode: str,
-    value: float | np.ndarray,
+    value: float | np.ndarray | None,
     axes: Sequence[int] | None = None,
     op_name: str = "Pad",
 ) -> np.ndarray:
@@ -105,7 +105,10 @@ def _pad(
     if not any(b or e for b, e in width):
         return x.copy()
     if mode == "constant":
-        fill = np.asarray(value).astype(data.dtype) if data.dtype != object else value
+        if data.dtype == object:
+            fill = "" if value is None else value
+        else:
+            fill = np.asarray(0 if value is None else value).astype(data.dtype)
         return np.pad(x, width, mode="constant", constant_values=fill)
     for a, (b, e) in enumerate(width):
         if (b or e) and x.shape[a] == 0:
@@ -123,7 +126,7 @@ def pad(
     mode: str = "constant",
 ) -> np.ndarray:
     """Pad (or crop, for negative pads) the given axes; modes constant/reflect/edge/wrap."""
-    value = 0 if constant_value is None or constant_value.size == 0 else constant_value.reshape(-1)[0]
+    value = None if constant_value is None or constant_value.size == 0 else constant_value.flat[0]
     return _pad(data, ints(pads), mode, value, ints(axes))
 
 

@@ -37,14 +37,14 @@ def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
 def _hardmax(x: np.ndarray, axis: int) -> np.ndarray:
     """1 at the first maximum along `axis`, 0 elsewhere."""
     out = np.zeros_like(x)
-    if x.size:
-        idx = np.expand_dims(np.argmax(x, axis=axis), axis)
-        np.put_along_axis(out, idx, 1, axis=axis)
+    np.put_along_axis(out, np.expand_dims(np.argmax(x, axis=axis), axis), 1, axis=axis)
     return out
 
 
 def _along_axis(kernel: Kernel, x: np.ndarray, axis: int, op_type: str) -> np.ndarray:
     a = norm_axis(axis, x.ndim, op_type)
+    if x.size == 0:
+        return x.copy()
     with np.errstate(all="ignore"):
         return narrow(kernel(_f32(x), a), x.dtype)
 
@@ -58,6 +58,8 @@ def _coerced_2d(kernel: Kernel, x: np.ndarray, axis: int, op_type: str) -> np.nd
     if not -r <= axis <= r:
         raise ValueError(f"{op_type}: axis {axis} out of range for rank {r}")
     a = axis + r if axis < 0 else axis
+    if x.size == 0:
+        return x.copy()
     rows = int(np.prod(x.shape[:a], dtype=np.int64))
     cols = int(np.prod(x.shape[a:], dtype=np.int64))
     with np.errstate(all="ignore"):

@@ -40,7 +40,12 @@ def _k(k: np.ndarray) -> int:
 
 @op("TopK", since=11)
 def top_k(
-    x: np.ndarray, k: np.ndarray, *, axis: int = -1, largest: int = 1, sorted: int = 1  # noqa: A002
+    x: np.ndarray,
+    k: np.ndarray,
+    *,
+    axis: int = -1,
+    largest: int = 1,
+    sorted: int = 1,  # noqa: A002
 ) -> tuple[np.ndarray, np.ndarray]:
     """(values, int64 indices) of the k largest (or smallest) along axis, ties lower index first.
 
@@ -61,9 +66,7 @@ def top_k_v1(x: np.ndarray, *, k: int, axis: int = -1) -> tuple[np.ndarray, np.n
     return _topk(x, k, axis, 1)
 
 
-def _arg(
-    fn: str, data: np.ndarray, axis: int, keepdims: int, select_last_index: int
-) -> np.ndarray:
+def _arg(fn: str, data: np.ndarray, axis: int, keepdims: int, select_last_index: int) -> np.ndarray:
     axis = norm_axis(axis, data.ndim, fn)
     if data.shape[axis] == 0:
         raise ValueError(f"{fn}: cannot reduce an empty axis {axis}")

@@ -41,7 +41,9 @@ def constant(
         if v is not None
     ]
     if len(given) != 1:
-        raise ValueError(f"Constant: exactly one value attribute expected, got {[k for k, _ in given]}")
+        raise ValueError(
+            f"Constant: exactly one value attribute expected, got {[k for k, _ in given]}"
+        )
     kind, v = given[0]
     if kind in ("value", "sparse_value"):
         return np.asarray(v)
@@ -87,7 +89,9 @@ def constant_of_shape(input: np.ndarray, *, value: np.ndarray | None = None) -> 
 _LOW_PRECISION = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 
-def _range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray, compute: np.dtype) -> np.ndarray:
+def _range(
+    start: np.ndarray, limit: np.ndarray, delta: np.ndarray, compute: np.dtype
+) -> np.ndarray:
     dtype = start.dtype
     if dtype.kind in "iu":
         s, lim, d = int(start), int(limit), int(delta)
@@ -158,7 +162,11 @@ def one_hot(
     if not -rank - 1 <= axis <= rank:
         raise ValueError(f"OneHot: axis {axis} out of range for rank {rank}")
     axis = axis + rank + 1 if axis < 0 else axis
-    idx = np.trunc(indices).astype(np.int64) if indices.dtype.kind == "f" else indices.astype(np.int64)
+    idx = (
+        np.trunc(indices).astype(np.int64)
+        if indices.dtype.kind == "f"
+        else indices.astype(np.int64)
+    )
     idx = np.where(idx < 0, idx + d, idx)
     hot = idx[..., None] == np.arange(d)
     out = np.where(hot, vals[1], vals[0]).astype(vals.dtype)
@@ -173,10 +181,14 @@ def non_zero(x: np.ndarray) -> np.ndarray:
 
 @op("Unique", since=11)
 def unique(
-    x: np.ndarray, *, axis: int | None = None, sorted: int = 1  # noqa: A002 - spec attribute
+    x: np.ndarray,
+    *,
+    axis: int | None = None,
+    sorted: int = 1,  # noqa: A002 - spec attribute
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(Y, indices of first occurrence, inverse_indices, counts), sorted or in first-occurrence order.
+    """(Y, first-occurrence indices, inverse_indices, counts) of the unique values.
 
+    Y is sorted ascending (sorted=1) or in order of first occurrence (sorted=0).
     With an axis, the unique items are the slices along it, compared lexicographically.
     """
     if axis is None:

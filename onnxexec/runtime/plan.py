@@ -15,6 +15,7 @@ from typing import Any
 from onnxexec.errors import InvalidGraphError, UnsupportedOpError
 from onnxexec.ir.graph import Graph, Node
 from onnxexec.ir.passes.inline_functions import inline_functions
+from onnxexec.ir.passes.lower_gradient import lower_gradient
 from onnxexec.ops.registry import Handler, resolve, versions
 
 # Domains a model may use without importing them (onnxexec's own ops, from GGUF).
@@ -120,7 +121,7 @@ class _Planner:
         return kwargs
 
     def plan(self, g: Graph, outer: tuple[str, ...] = ()) -> GraphPlan:
-        g = inline_functions(g, self.functions)
+        g = lower_gradient(inline_functions(g, self.functions))
         slots: dict[str, int] = {}
         names: list[str] = []
 

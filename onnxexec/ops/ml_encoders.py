@@ -1,0 +1,255 @@
+"""ai.onnx.ml encoders and map ops: LabelEncoder, CategoryMapper, OneHotEncoder,
+DictVectorizer, CastMap, ZipMap.
+
+Maps are Python dicts and a sequence of maps is a list of dicts (the runtime's
+value model); string tensors are object arrays of str.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import numpy as np
+
+from onnxexec.ops.registry import op
+
+ML: Final = "ai.onnx.ml"
+
+
+def _lookup(x: np.ndarray, keys: np.ndarray, values: np.ndarray, default: Any) -> np.ndarray:
+    """Map every element of x through keys -> values (default when absent), shape kept.
+
+    Float keys compare by value, and a NaN key matches NaN inputs.
+    """
+    out = np.empty(x.shape, dtype=values.dtype)
+    flat = x.reshape(-1)
+    res = out.reshape(-1)
+    if flat.size == 0:
+        return out
+    nan_value = None
+    table: dict[Any, Any] = {}
+    for k, v in zip(keys.reshape(-1).tolist(), values.reshape(-1).tolist(), strict=True):
+        if isinstance(k, float) and np.isnan(k):
+            nan_value = v
+        else:
+            table.setdefault(k, v)
+    uniq, inverse = np.unique(flat, return_inverse=True)
+    mapped = []
+    for u in uniq.tolist():
+        if isinstance(u, float) and np.isnan(u):
+            mapped.append(default if nan_value is None else nan_value)
+        else:
+            mapped.append(table.get(u, default))
+    res[:] = np.asarray(mapped, dtype=values.dtype)[inverse.reshape(-1)]
+    if x.dtype.kind == "f":  # np.unique keeps each NaN apart; map them explicitly
+        nan = np.isnan(flat)
+        if nan.any():
+            res[nan] = default if nan_value is None else nan_value
+    return out
+
+
+def _pick(*candidates: Any) -> Any:
+    for c in candidates:
+        if c is not None and len(c):
+            return c
+    return None
+
+
+@op("LabelEncoder", since=4, domain=ML)
+def label_encoder(
+    x: np.ndarray, *, default_float: float = -0.0, default_int64: int = -1,
+    default_string: str = "_Unused", default_tensor: np.ndarray | None = None,
+    keys_floats: Sequence[float] | None = None, keys_int64s: Sequence[int] | None = None,
+    keys_strings: Sequence[str] | None = None, keys_tensor: np.ndarray | None = None,
+    values_floats: Sequence[float] | None = None, values_int64s: Sequence[int] | None = None,
+    values_strings: Sequence[str] | None = None, values_tensor: np.ndarray | None = None,
+) -> np.ndarray:
+    """Map each element through keys_* -> values_*; the values' type is the output type.
+
+    Opset 4 adds *_tensor keys/values of any listed type and default_tensor (a
+    1-element tensor whose dtype matches values_tensor).
+    """
+    keys = _pick(keys_tensor, keys_floats, keys_int64s, keys_strings)
+    if keys is None:
+        raise ValueError("LabelEncoder: one of keys_tensor/keys_floats/keys_int64s/keys_strings is required")
+    if keys_tensor is not None:
+        k = np.asarray(keys_tensor).reshape(-1)
+    elif keys is keys_floats:
+        k = np.asarray(keys, dtype=np.float32)
+    elif keys is keys_int64s:
+        k = np.asarray(keys, dtype=np.int64)
+    else:
+        k = np.array(list(keys), dtype=object)
+    if values_tensor is not None:
+        v = np.asarray(values_tensor).reshape(-1)
+        if default_tensor is not None:
+            default: Any = np.asarray(default_tensor).reshape(-1)[0]
+        elif v.dtype == object:
+            default = "_Unused"
+        elif v.dtype.kind == "f":
+            default = -0.0
+        else:
+            default = -1
+    elif _pick(values_floats) is not None:
+        v, default = np.asarray(values_floats, dtype=np.float32), default_float
+    elif _pick(values_int64s) is not None:
+        v, default = np.asarray(values_int64s, dtype=np.int64), default_int64
+    elif _pick(values_strings) is not None:
+        v, default = np.array(list(values_strings or ()), dtype=object), default_string
+    else:
+        raise ValueError("LabelEncoder: one of values_tensor/values_floats/values_int64s/values_strings is required")
+    if k.shape[0] != v.shape[0]:
+        raise ValueError(f"LabelEncoder: {k.shape[0]} keys but {v.shape[0]} values")
+    if (x.dtype == object) != (k.dtype == object):
+        raise TypeError(f"LabelEncoder: input of type {x.dtype} does not match keys of type {k.dtype}")
+    if x.dtype != object:
+        k = k.astype(x.dtype)
+    return _lookup(x, k, v, default)
+
+
+@op("LabelEncoder", since=2, domain=ML)
+def label_encoder_v2(
+    x: np.ndarray, *, default_float: float = -0.0, default_int64: int = -1,
+    default_string: str = "_Unused", keys_floats: Sequence[float] | None = None,
+    keys_int64s: Sequence[int] | None = None, keys_strings: Sequence[str] | None = None,
+    values_floats: Sequence[float] | None = None, values_int64s: Sequence[int] | None = None,
+    values_strings: Sequence[str] | None = None,
+) -> np.ndarray:
+    """Opsets 2-3: keys_*/values_* lists only (string, int64, float)."""
+    return label_encoder(
+        x, default_float=default_float, default_int64=default_int64, default_string=default_string,
+        keys_floats=keys_floats, keys_int64s=keys_int64s, keys_strings=keys_strings,
+        values_floats=values_floats, values_int64s=values_int64s, values_strings=values_strings,
+    )
+
+
+@op("LabelEncoder", since=1, domain=ML)
+def label_encoder_v1(x: np.ndarray, *, classes_strings: Sequence[str] | None = None,
+                     default_int64: int = -1, default_string: str = "_Unused") -> np.ndarray:
+    """Opset 1: string -> its index in classes_strings, or int64 index -> string."""
+    classes = np.array(list(classes_strings or ()), dtype=object)
+    index = np.arange(classes.shape[0], dtype=np.int64)
+    if x.dtype == object:
+        return _lookup(x, classes, index, default_int64)
+    return _lookup(x.astype(np.int64), index, classes, default_string)
+
+
+@op("CategoryMapper", since=1, domain=ML)
+def category_mapper(x: np.ndarray, *, cats_int64s: Sequence[int] | None = None,
+                    cats_strings: Sequence[str] | None = None, default_int64: int = -1,
+                    default_string: str = "_Unused") -> np.ndarray:
+    """string -> int64 through cats_strings[i] -> cats_int64s[i], or int64 -> string."""
+    ints = np.asarray(cats_int64s or (), dtype=np.int64)
+    strs = np.array(list(cats_strings or ()), dtype=object)
+    if ints.shape[0] != strs.shape[0]:
+        raise ValueError(f"CategoryMapper: {strs.shape[0]} strings but {ints.shape[0]} ints")
+    if x.dtype == object:
+        return _lookup(x, strs, ints, default_int64)
+    return _lookup(x.astype(np.int64), ints, strs, default_string)
+
+
+@op("OneHotEncoder", since=1, domain=ML)
+def one_hot_encoder(x: np.ndarray, *, cats_int64s: Sequence[int] | None = None,
+                    cats_strings: Sequence[str] | None = None, zeros: int = 1) -> np.ndarray:
+    """X (...) -> (..., n_cats) float32 with a 1 at each value's category.
+
+    Numeric inputs are truncated to int64 first; zeros=0 makes an unknown value an error.
+    """
+    if cats_strings:
+        cats = np.array(list(cats_strings), dtype=object)
+        if x.dtype != object:
+            raise TypeError("OneHotEncoder: cats_strings needs a string input")
+        v = x
+    elif cats_int64s:
+        cats = np.asarray(cats_int64s, dtype=np.int64)
+        if x.dtype == object:
+            raise TypeError("OneHotEncoder: cats_int64s needs a numeric input")
+        v = x.astype(np.int64)
+    else:
+        raise ValueError("OneHotEncoder: one of cats_int64s / cats_strings is required")
+    idx = _lookup(v, cats, np.arange(cats.shape[0], dtype=np.int64), -1)
+    if not zeros and (idx < 0).any():
+        bad = v.reshape(-1)[int(np.argmax(idx.reshape(-1) < 0))]
+        raise ValueError(f"OneHotEncoder: value {bad!r} is not a known category and zeros=0")
+    return (idx[..., None] == np.arange(cats.shape[0])).astype(np.float32)
+
+
+@op("DictVectorizer", since=1, domain=ML)
+def dict_vectorizer(x: Mapping[Any, Any] | Sequence[Mapping[Any, Any]], *,
+                    int64_vocabulary: Sequence[int] | None = None,
+                    string_vocabulary: Sequence[str] | None = None) -> np.ndarray:
+    """map(key -> value) -> (1, len(vocabulary)) in vocabulary order, absent keys 0.
+
+    A list of maps gives one row per map.
+    """
+    vocab = list(string_vocabulary) if string_vocabulary else list(int64_vocabulary or ())
+    if not vocab:
+        raise ValueError("DictVectorizer: one of int64_vocabulary / string_vocabulary is required")
+    maps = [x] if isinstance(x, Mapping) else list(x)
+    sample = next((v for m in maps for v in m.values()), 0.0)
+    if isinstance(sample, str):
+        dtype: Any = object
+        zero: Any = ""
+    else:
+        dtype = np.asarray(sample).dtype if isinstance(sample, np.generic) else (
+            np.int64 if isinstance(sample, int | np.integer) else np.float32)
+        zero = 0
+    out = np.full((len(maps), len(vocab)), zero, dtype=dtype)
+    pos = {k: i for i, k in enumerate(vocab)}
+    for r, m in enumerate(maps):
+        for k, v in m.items():
+            j = pos.get(k.item() if isinstance(k, np.generic) else k)
+            if j is not None:
+                out[r, j] = v
+    return out
+
+
+def _float_to_string(v: float) -> str:
+    """C++ std::to_string(float): fixed notation with six decimals."""
+    return f"{float(np.float32(v)):.6f}"
+
+
+@op("CastMap", since=1, domain=ML)
+def cast_map(x: Mapping[int, Any], *, cast_to: str = "TO_FLOAT", map_form: str = "DENSE",
+             max_map: int = 1) -> np.ndarray:
+    """map(int64 -> string|float) -> (1, n) tensor of the values in key order.
+
+    DENSE: n = len(map). SPARSE: n = max_map, value at position key, other slots
+    padded with 0 (or "0.f" for strings, as onnxruntime does).
+    """
+    if cast_to == "TO_FLOAT":
+        conv, dtype, pad = (lambda v: np.float32(v)), np.float32, np.float32(0)
+    elif cast_to == "TO_INT64":
+        conv, dtype, pad = (lambda v: int(np.float32(v))), np.int64, 0
+    elif cast_to == "TO_STRING":
+        conv = (lambda v: v if isinstance(v, str) else _float_to_string(v))
+        dtype, pad = object, "0.f"
+    else:
+        raise ValueError(f"CastMap: cast_to must be TO_FLOAT, TO_STRING or TO_INT64, got '{cast_to}'")
+    items = sorted((int(k), v) for k, v in x.items())
+    if map_form == "DENSE":
+        return np.array([conv(v) for _, v in items], dtype=dtype).reshape(1, -1)
+    if map_form != "SPARSE":
+        raise ValueError(f"CastMap: map_form must be DENSE or SPARSE, got '{map_form}'")
+    if items and items[0][0] < 0:
+        raise ValueError("CastMap: negative keys are not allowed with map_form=SPARSE")
+    out = np.full((1, max_map), pad, dtype=dtype)
+    for k, v in items:
+        if k < max_map:
+            out[0, k] = conv(v)
+    return out
+
+
+@op("ZipMap", since=1, domain=ML)
+def zip_map(x: np.ndarray, *, classlabels_int64s: Sequence[int] | None = None,
+            classlabels_strings: Sequence[str] | None = None) -> list[dict[Any, float]]:
+    """(N, C) scores -> list of N dicts {class label: score}."""
+    labels: list[Any] = list(classlabels_strings) if classlabels_strings else [
+        int(v) for v in (classlabels_int64s or ())]
+    if not labels:
+        raise ValueError("ZipMap: one of classlabels_int64s / classlabels_strings is required")
+    rows = x.reshape(1, -1) if x.ndim == 1 else x
+    if rows.ndim != 2 or rows.shape[1] != len(labels):
+        raise ValueError(f"ZipMap: input shape {list(x.shape)} does not match {len(labels)} labels")
+    return [dict(zip(labels, row, strict=True)) for row in rows.tolist()]

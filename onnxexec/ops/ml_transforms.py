@@ -1,0 +1,119 @@
+"""ai.onnx.ml feature transforms: ArrayFeatureExtractor, Binarizer, FeatureVectorizer,
+Imputer, Normalizer, Scaler.
+
+Where the spec is loose about shapes (1-D inputs) these follow onnxruntime: a 1-D
+input is one row of features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+
+from onnxexec.ops.registry import op
+
+ML: Final = "ai.onnx.ml"
+
+
+@op("ArrayFeatureExtractor", since=1, domain=ML)
+def array_feature_extractor(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Select indices `y` along X's last axis: (..., C) -> (..., len(y)); 1-D X -> (1, len(y))."""
+    idx = np.asarray(y, dtype=np.int64).reshape(-1)
+    c = x.shape[-1] if x.ndim else 0
+    if idx.size and (idx.min() < 0 or idx.max() >= c):
+        raise IndexError(f"ArrayFeatureExtractor: index out of range [0, {c}): {idx.tolist()}")
+    out = np.take(x, idx, axis=-1)
+    return out.reshape(1, -1) if x.ndim == 1 else out
+
+
+@op("Binarizer", since=1, domain=ML)
+def binarizer(x: np.ndarray, *, threshold: float = 0.0) -> np.ndarray:
+    """1 where x > threshold, else 0, in X's dtype (NaN stays NaN)."""
+    t = np.asarray(threshold).astype(x.dtype)
+    out = np.where(x > t, x.dtype.type(1), x.dtype.type(0)).astype(x.dtype)
+    if x.dtype.kind == "f":
+        out = np.where(np.isnan(x), x, out)
+    return out
+
+
+@op("FeatureVectorizer", since=1, domain=ML)
+def feature_vectorizer(*xs: np.ndarray, inputdimensions: Sequence[int] | None = None) -> np.ndarray:
+    """Concatenate inputs' features into (N, sum(inputdimensions)) float32.
+
+    Input i contributes inputdimensions[i] columns: its row is cut or zero-padded
+    to that width. A 1-D input is a single row; rank > 2 is flattened per row.
+    """
+    dims = tuple(inputdimensions or ())
+    if len(dims) != len(xs):
+        raise ValueError(f"FeatureVectorizer: {len(xs)} inputs but {len(dims)} inputdimensions")
+    if not xs:
+        raise ValueError("FeatureVectorizer: needs at least one input")
+    n = 1 if xs[0].ndim == 1 else xs[0].shape[0]
+    out = np.zeros((n, sum(dims)), dtype=np.float32)
+    col = 0
+    for x, d in zip(xs, dims, strict=True):
+        rows = x.reshape(1, -1) if x.ndim == 1 else x.reshape(x.shape[0], -1)
+        if rows.shape[0] != n:
+            raise ValueError(f"FeatureVectorizer: inputs have {rows.shape[0]} and {n} rows")
+        w = min(d, rows.shape[1])
+        out[:, col:col + w] = rows[:, :w]
+        col += d
+    return out
+
+
+@op("Imputer", since=1, domain=ML)
+def imputer(
+    x: np.ndarray, *, imputed_value_floats: Sequence[float] | None = None,
+    imputed_value_int64s: Sequence[int] | None = None, replaced_value_float: float = 0.0,
+    replaced_value_int64: int = 0,
+) -> np.ndarray:
+    """Replace `replaced_value_*` (NaN when it is NaN) with the per-feature (or single) imputed value."""
+    if x.dtype.kind == "f":
+        values = np.asarray(imputed_value_floats or (), dtype=x.dtype)
+        hit = np.isnan(x) if np.isnan(replaced_value_float) else x == x.dtype.type(replaced_value_float)
+    else:
+        values = np.asarray(imputed_value_int64s or (), dtype=x.dtype)
+        hit = x == replaced_value_int64
+    c = x.shape[-1] if x.ndim else 1
+    if values.size not in (1, c):
+        raise ValueError(f"Imputer: {values.size} imputed values for {c} features")
+    return np.where(hit, values if values.size == c else values[0], x).astype(x.dtype)
+
+
+@op("Normalizer", since=1, domain=ML)
+def normalizer(x: np.ndarray, *, norm: str = "MAX") -> np.ndarray:
+    """Row-wise MAX (divide by the row max), L1 or L2 normalisation -> float32.
+
+    Rows whose norm is 0 are copied unchanged (onnxruntime).
+    """
+    if x.ndim > 2:
+        raise ValueError(f"Normalizer: input rank must be <= 2, got shape {list(x.shape)}")
+    rows = x.reshape(1, -1) if x.ndim == 1 else x
+    v = rows.astype(np.float32)
+    if norm == "MAX":
+        d = v.max(axis=1, keepdims=True)
+    elif norm == "L1":
+        d = np.abs(v).sum(axis=1, keepdims=True)
+    elif norm == "L2":
+        d = np.sqrt((v * v).sum(axis=1, keepdims=True))
+    else:
+        raise ValueError(f"Normalizer: norm must be MAX, L1 or L2, got '{norm}'")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(d != 0, v / np.where(d != 0, d, 1), v)
+    return out.astype(np.float32).reshape(x.shape)
+
+
+@op("Scaler", since=1, domain=ML)
+def scaler(x: np.ndarray, *, offset: Sequence[float] | None = None,
+           scale: Sequence[float] | None = None) -> np.ndarray:
+    """(x - offset) * scale -> float32; offset/scale are per feature or a single value."""
+    v = x.astype(np.float32)
+    c = v.shape[-1] if v.ndim else 1
+    off = np.asarray(offset if offset else (0.0,), dtype=np.float32)
+    sc = np.asarray(scale if scale else (1.0,), dtype=np.float32)
+    for name, a in (("offset", off), ("scale", sc)):
+        if a.size not in (1, c):
+            raise ValueError(f"Scaler: {name} has {a.size} values for {c} features")
+    return ((v - off) * sc).astype(np.float32)
