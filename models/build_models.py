@@ -99,7 +99,10 @@ def build_one(
     entry["nodes"] = len(model.graph.node)
     entry["bytes"] = path.stat().st_size
     if args.verify:
-        entry["ort_vs_torch_max_abs"] = check_with_onnxruntime(spec, path, [main, alt])
+        try:
+            entry["ort_vs_torch_max_abs"] = check_with_onnxruntime(spec, path, [main, alt])
+        except Exception as e:  # a model onnxruntime cannot run is still worth keeping
+            entry["verify_error"] = f"{type(e).__name__}: {e}"[:4000]
     return entry
 
 
@@ -146,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         info = "cached" if entry.get("cached") else f"{entry['seconds']:.1f} s"
         check = entry.get("ort_vs_torch_max_abs")
         extra = f", onnxruntime vs torch max abs {check:.2e}" if check is not None else ""
+        if entry.get("verify_error"):
+            extra = f", onnxruntime check FAILED: {entry['verify_error'][:300]}"
         print(
             f"{entry['file']}: {info}, opset {entry['opset']}, {entry['nodes']} nodes{extra}",
             flush=True,

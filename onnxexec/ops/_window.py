@@ -42,9 +42,7 @@ def defaults(
     d = tuple(dilations) if dilations else (1,) * n
     p = tuple(pads) if pads else (0,) * (2 * n)
     if len(s) != n or len(d) != n or len(p) != 2 * n:
-        raise ValueError(
-            f"strides {s}, dilations {d} and pads {p} do not fit {n} spatial axes"
-        )
+        raise ValueError(f"strides {s}, dilations {d} and pads {p} do not fit {n} spatial axes")
     return s, d, p
 
 
@@ -70,8 +68,10 @@ def geometry(
     span = [(k - 1) * dd + 1 for k, dd in zip(kernel, d, strict=True)]
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         out = tuple(-(-i // st) for i, st in zip(in_shape, s, strict=True))
-        total = [max(0, (o - 1) * st + sp - i)
-                 for o, st, sp, i in zip(out, s, span, in_shape, strict=True)]
+        total = [
+            max(0, (o - 1) * st + sp - i)
+            for o, st, sp, i in zip(out, s, span, in_shape, strict=True)
+        ]
         small = [t // 2 for t in total]
         big = [t - t // 2 for t in total]
         pb, pe = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
@@ -109,7 +109,7 @@ def windows(xp: np.ndarray, g: Geometry) -> np.ndarray:
     """Read-only view (..., O1..On, K1..Kn) of the windows of a padded input."""
     n = len(g.kernel)
     lead = xp.shape[: xp.ndim - n]
-    sp = xp.strides[xp.ndim - n:]
+    sp = xp.strides[xp.ndim - n :]
     shape = (*lead, *g.out, *g.kernel)
     strides = (
         *xp.strides[: xp.ndim - n],
@@ -145,13 +145,17 @@ def scatter_taps(
     """
     n = len(kernel)
     lead = cols.shape[: cols.ndim - 2 * n]
-    full_sp = [(i - 1) * s + (k - 1) * d + 1
-               for i, k, s, d in zip(in_sp, kernel, strides, dilations, strict=True)]
+    full_sp = [
+        (i - 1) * s + (k - 1) * d + 1
+        for i, k, s, d in zip(in_sp, kernel, strides, dilations, strict=True)
+    ]
     full = np.zeros((*lead, *full_sp), dtype=cols.dtype)
     nl = len(lead)
     for tap in itertools.product(*(range(k) for k in kernel)):
-        dst = tuple(slice(t * d, t * d + (i - 1) * s + 1, s)
-                    for t, d, i, s in zip(tap, dilations, in_sp, strides, strict=True))
+        dst = tuple(
+            slice(t * d, t * d + (i - 1) * s + 1, s)
+            for t, d, i, s in zip(tap, dilations, in_sp, strides, strict=True)
+        )
         full[(slice(None),) * nl + dst] += cols[(slice(None),) * nl + tap]
     return full
 
@@ -162,7 +166,7 @@ def window_of(full: np.ndarray, begin: Sequence[int], out: Sequence[int]) -> np.
     lead = full.shape[: full.ndim - n]
     y = np.zeros((*lead, *out), dtype=full.dtype)
     src, dst = [], []
-    for b, o, f in zip(begin, out, full.shape[full.ndim - n:], strict=True):
+    for b, o, f in zip(begin, out, full.shape[full.ndim - n :], strict=True):
         lo, hi = max(b, 0), max(min(b + o, f), max(b, 0))
         src.append(slice(lo, hi))
         dst.append(slice(lo - b, hi - b))

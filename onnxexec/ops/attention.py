@@ -89,20 +89,41 @@ def attention_bias(
     return bias
 
 
-def softmax_rows(x: np.ndarray) -> np.ndarray:
+def softmax_rows(x: np.ndarray, *, inplace: bool = False) -> np.ndarray:
     """Stable softmax over the last axis; an all -inf row gives zeros, not NaN."""
     x_max = np.max(x, axis=-1, keepdims=True)
-    x_max = np.where(np.isneginf(x_max), x.dtype.type(0), x_max)
-    e = np.exp(x - x_max)
+    if np.isneginf(x_max).any():
+        x_max = np.where(np.isneginf(x_max), x.dtype.type(0), x_max)
+    e = np.subtract(x, x_max, out=x if inplace else None)
+    np.exp(e, out=e)
     s = np.sum(e, axis=-1, keepdims=True)
-    return e / np.where(s == 0, x.dtype.type(1), s)
+    if (s == 0).any():
+        s = np.where(s == 0, x.dtype.type(1), s)
+    return np.divide(e, s, out=e)
 
 
-def _matmul(a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """a @ b rounded to `dtype`; half types multiply in float32 (as numpy does)."""
+def grouped_matmul(a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """(B, H, T, X) @ (B, Hkv, X, Y) -> (B, H, T, Y); query head h uses kv head h // (H/Hkv).
+
+    Heads of one group are adjacent, so A is viewed as (B, Hkv, group*T, X): one
+    plain batched GEMM per kv head (a broadcast 5-D matmul would leave BLAS).
+    Half types multiply in float32 and round the result to `dtype`, as numpy does.
+    """
+    bsz, h, t_len, x_dim = a.shape
+    hkv = b.shape[1]
+    a = a.reshape(bsz, hkv, (h // hkv) * t_len, x_dim)
     if dtype.itemsize < 4:
-        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(dtype)
-    return np.matmul(a, b)
+        out = np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(dtype)
+    else:
+        out = np.matmul(a, b)
+    return out.reshape(bsz, h, t_len, b.shape[-1])
+
+
+def _add_into(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x + y, written into x when the broadcast result has x's shape."""
+    if np.broadcast_shapes(x.shape, y.shape) == x.shape:
+        return np.add(x, y, out=x)
+    return x + y
 
 
 def attention(
@@ -123,7 +144,8 @@ def attention(
     softmax_precision: int | None = None,
     left_window_size: int = -1,
     right_window_size: int = -1,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    outputs_used: tuple[bool, ...] = (True, True, True, True),
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Y, present_key, present_value, qk_matmul_output (see module docstring)."""
     if (past_key is None) != (past_value is None):
         raise ValueError("Attention: past_key and past_value must be given together")
@@ -135,12 +157,11 @@ def attention(
     if past_key is not None:
         k = np.concatenate((past_key, k), axis=2)  # (B, Hkv, S, Dh)
         v = np.concatenate((past_value, v), axis=2)  # (B, Hkv, S, Dv)
-    present_key, present_value = k, v
     b, h, t_len, dh = q.shape
     hkv, s_len = k.shape[1], k.shape[2]
     if h % hkv:
         raise ValueError(f"Attention: {h} query heads is not a multiple of {hkv} kv heads")
-    group = h // hkv
+    keep = qk_matmul_output_mode if len(outputs_used) > 3 and outputs_used[3] else None
 
     scale = 1 / np.sqrt(dh) if scale is None else scale
     if dtype.itemsize >= 4:
@@ -148,13 +169,14 @@ def attention(
     else:
         root = dtype.type(np.sqrt(scale))
         qs, kt = q * root, k.swapaxes(-1, -2) * root
-    # Query head h uses kv head h // group: view Q as (B, Hkv, group, T, Dh).
-    qk = _matmul(qs.reshape(b, hkv, group, t_len, dh), kt[:, :, None], dtype)
-    qk = qk.reshape(b, h, t_len, s_len)  # (B, H, T, S)
-    raw = qk
+    qk = grouped_matmul(qs, kt, dtype)  # (B, H, T, S), a fresh array we may overwrite
+    saved = qk.copy() if keep == 0 else None
     if softcap > 0:
-        qk = np.tanh(qk / dtype.type(softcap)) * dtype.type(softcap)
-    capped = qk
+        cap = dtype.type(softcap)
+        np.tanh(np.divide(qk, cap, out=qk), out=qk)
+        qk *= cap
+    if keep == 1:
+        saved = qk.copy()
 
     if past_key is not None:
         offset: int | np.ndarray = past_key.shape[2]
@@ -173,25 +195,27 @@ def attention(
         left_window_size=left_window_size,
         right_window_size=right_window_size,
     )
-    scores = qk + bias
+    scores = _add_into(qk, bias)
+    if keep == 2:
+        saved = scores.copy()
     soft_dtype = dtype if softmax_precision is None else np_dtype(softmax_precision)
-    probs = softmax_rows(scores.astype(soft_dtype, copy=False))
+    probs = softmax_rows(scores.astype(soft_dtype, copy=False), inplace=True)
     # Rows whose bias forbids every key give 0, decided on the bias (not on the
     # scores, which may be NaN from inf + -inf).
     dead = np.isneginf(np.max(bias, axis=-1, keepdims=True))
     if dead.any():
         probs = np.where(dead, soft_dtype.type(0), probs)
     probs = probs.astype(dtype, copy=False)
+    if keep == 3:
+        saved = probs
 
-    y = _matmul(probs.reshape(b, hkv, group, t_len, s_len), v[:, :, None], dtype)
-    y = y.reshape(b, h, t_len, v.shape[-1])  # (B, H, T, Dv)
+    y = grouped_matmul(probs, v, dtype)  # (B, H, T, Dv)
     if is_3d:
         y = y.transpose(0, 2, 1, 3).reshape(b, t_len, -1)  # (B, T, H*Dv)
-    qk_out = (raw, capped, scores, probs)[qk_matmul_output_mode]
-    return y, present_key, present_value, np.asarray(qk_out, dtype)
+    return y, k, v, saved
 
 
-@op("Attention", since=23)
+@op("Attention", since=23, wants=("outputs_used",))
 def attention_v23(
     q: np.ndarray,
     k: np.ndarray,
@@ -208,7 +232,8 @@ def attention_v23(
     scale: float | None = None,
     softcap: float = 0.0,
     softmax_precision: int | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    outputs_used: tuple[bool, ...] = (True, True, True, True),
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Opsets 23-24 (24 adds the nonpad_kv_seqlen input): no sliding window."""
     return attention(
         q,
@@ -225,7 +250,8 @@ def attention_v23(
         scale=scale,
         softcap=softcap,
         softmax_precision=softmax_precision,
+        outputs_used=outputs_used,
     )
 
 
-op("Attention", since=25)(attention)
+op("Attention", since=25, wants=("outputs_used",))(attention)

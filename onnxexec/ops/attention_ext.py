@@ -10,7 +10,7 @@ import numpy as np
 
 from onnxexec.ir.dtypes import np_dtype
 from onnxexec.ir.graph import Graph
-from onnxexec.ops.attention import _matmul, softmax_rows
+from onnxexec.ops.attention import grouped_matmul, softmax_rows
 from onnxexec.ops.registry import op
 
 PREVIEW_DOMAIN = "ai.onnx.preview"
@@ -84,27 +84,24 @@ def flex_attention(
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise ValueError("FlexAttention: Q, K and V must be rank 4")
     dtype = q.dtype
-    b, h, t_len, dh = q.shape
-    hkv, s_len = k.shape[1], k.shape[2]
+    h, dh, hkv = q.shape[1], q.shape[3], k.shape[1]
     if h % hkv:
         raise ValueError(f"FlexAttention: {h} query heads is not a multiple of {hkv}")
-    group = h // hkv
     if softmax_precision is not None:
         work = np_dtype(softmax_precision)
     else:
         work = np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
     scale = 1.0 / np.sqrt(dh) if scale is None else scale
     root = dtype.type(np.sqrt(np.float32(scale)))  # Q and K each scaled by sqrt(scale)
-    qs = (q * root).reshape(b, hkv, group, t_len, dh)
-    kt = (k * root).swapaxes(-1, -2)[:, :, None]  # (B, Hkv, 1, Dh, S)
-    scores = _matmul(qs, kt, dtype).reshape(b, h, t_len, s_len).astype(work)
+    kt = (k * root).swapaxes(-1, -2)  # (B, Hkv, Dh, S)
+    scores = grouped_matmul(q * root, kt, dtype).astype(work)  # (B, H, T, S)
     if score_mod is not None:
         scores = np.asarray(run_graph(score_mod, scores)[0], work)
-    probs = softmax_rows(scores)
+    probs = softmax_rows(scores, inplace=score_mod is None)
     if prob_mod is not None:
         probs = np.asarray(run_graph(prob_mod, probs)[0], work)
-    y = np.matmul(probs.reshape(b, hkv, group, t_len, s_len), v.astype(work)[:, :, None])
-    return y.reshape(b, h, t_len, v.shape[-1]).astype(v.dtype)
+    y = grouped_matmul(probs, v.astype(work), work)
+    return y.astype(v.dtype)
 
 
 def _heads(x: np.ndarray, n: int) -> np.ndarray:

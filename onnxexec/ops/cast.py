@@ -126,8 +126,10 @@ def cast(x: np.ndarray, to: int, saturate: int = 1, round_mode: str = "up") -> n
     return np.asarray(_cast_numeric(x, dt, bool(saturate), round_mode))
 
 
-def _enum(to: int | str) -> int:
+def _enum(to: int | str | bytes) -> int:
     """Cast-1's `to` is a type name ("FLOAT", "float16"); later versions use the enum."""
+    if isinstance(to, bytes):
+        to = to.decode()
     if isinstance(to, str):
         return TensorProto.DataType.Value(to.upper())
     return int(to)

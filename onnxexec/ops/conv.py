@@ -1,8 +1,9 @@
 """Conv, ConvInteger, QLinearConv and CausalConvWithState.
 
 Conv is im2col + one batched BLAS matmul over (batch, group); a depthwise conv
-(one input channel per group) is instead a loop over the few kernel taps, each a
-vectorized multiply-add over every output pixel. ConvTranspose and DeformConv live
+(one input channel per group) is a numba kernel in 2-D (kernels/depthwise.py),
+otherwise a loop over the few kernel taps, each a vectorized multiply-add over
+every output pixel. ConvTranspose and DeformConv live
 in conv_transpose.py.
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from onnxexec.kernels.depthwise import depthwise_conv2d
 from onnxexec.ops import _window as win
 from onnxexec.ops.registry import op
 
@@ -83,11 +85,14 @@ def conv_nd(
         y = np.matmul(wm[0] if group == 1 else wm, xm[:, 0] if group == 1 else xm)
         y = y.reshape(n, m, *xs.shape[2:])
     else:
-        xw = win.windows(win.padded(x, g, 0), g)
+        xp = win.padded(x, g, 0)
         if w.shape[1] == 1 and group == c and c > 1:
-            y = _depthwise(xw, w, dt)
+            if nd == 2:
+                y = depthwise_conv2d(xp.astype(dt, copy=False), w, g.strides, g.dilations, g.out)
+            else:
+                y = _depthwise(win.windows(xp, g), w, dt)
         else:
-            y = _im2col_matmul(xw, w, group, dt)
+            y = _im2col_matmul(win.windows(xp, g), w, group, dt)
     if b is not None:
         y += b.astype(dt, copy=False).reshape((1, -1) + (1,) * nd)
     return y

@@ -150,8 +150,11 @@ def deform_conv(
     o_total = int(np.prod(out_sp))
     dt = _compute_dtype(x.dtype)
     off = offset.astype(dt).reshape(n_b, offset_group, k_total, nd, o_total)
-    msk = (np.ones((n_b, offset_group, k_total, o_total), dtype=dt) if mask is None
-           else mask.astype(dt).reshape(n_b, offset_group, k_total, o_total))
+    msk = (
+        np.ones((n_b, offset_group, k_total, o_total), dtype=dt)
+        if mask is None
+        else mask.astype(dt).reshape(n_b, offset_group, k_total, o_total)
+    )
     # Base sampling position of each (tap, output) per axis, shape (K, O).
     taps = np.stack(np.meshgrid(*(np.arange(k) for k in kernel), indexing="ij"), 0)
     taps = taps.reshape(nd, k_total, 1)

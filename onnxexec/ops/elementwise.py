@@ -11,12 +11,12 @@ hint), which opset 6 removed; later versions only widen the type lists.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from onnxexec.kernels.special import erf
 from onnxexec.ops.registry import op
 
 Ufunc = Callable[[np.ndarray], Any]
@@ -67,11 +67,7 @@ def legacy_broadcast(
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
-    try:
-        from scipy.special import erf
-    except ImportError:  # pragma: no cover - scipy ships with the test environment
-        return np.vectorize(math.erf, otypes=[x.dtype])(x)
-    return erf(x)
+    return erf(np.asarray(x))
 
 
 def _register(op_type: str, fn: Ufunc, since: int, legacy: bool, doc: str) -> None:

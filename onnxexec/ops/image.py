@@ -31,6 +31,7 @@ def _reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 def _keys(t: np.ndarray, a: float = -0.75) -> list[np.ndarray]:
     """Cubic convolution weights of the 4 taps floor(x)-1 .. floor(x)+2 at fraction t."""
+
     def near(u):
         return ((a + 2) * u - (a + 3)) * u * u + 1
 
@@ -91,10 +92,14 @@ def grid_sample_nd(
         coord = coord.astype(np.float64)
         if mode == "nearest":
             coord = np.rint(coord)
-        if padding_mode == "border":  # only coordinates past the border move
-            coord = np.where((coord < lo) | (coord > hi), np.clip(coord, 0, length - 1), coord)
-        elif padding_mode == "reflection":
-            coord = _reflect(coord, lo, hi)
+        # Linear / nearest move an out-of-range coordinate back inside first; cubic
+        # keeps it and maps each of its 4 taps instead (PyTorch and onnxruntime).
+        if mode != "cubic":
+            if padding_mode == "border":
+                out = (coord < lo) | (coord > hi)
+                coord = np.where(out, np.clip(coord, 0, length - 1), coord)
+            elif padding_mode == "reflection":
+                coord = _reflect(coord, lo, hi)
         taps_per_axis.append(_taps_for_axis(coord, length, mode, padding_mode, lo, hi))
     dt = np.float64 if x.dtype == np.float64 else np.float32
     flat = x.reshape(n_b, c, -1).astype(dt, copy=False)
@@ -177,8 +182,10 @@ def col2im(
     img, blk = ints(image_shape), ints(block_shape)
     nd = len(img)
     s, d, p = win.defaults(nd, strides, dilations, pads)
-    n_blocks = [(i + p[k] + p[nd + k] - ((b - 1) * d[k] + 1)) // s[k] + 1
-                for k, (i, b) in enumerate(zip(img, blk, strict=True))]
+    n_blocks = [
+        (i + p[k] + p[nd + k] - ((b - 1) * d[k] + 1)) // s[k] + 1
+        for k, (i, b) in enumerate(zip(img, blk, strict=True))
+    ]
     n_b = x.shape[0]
     c = x.shape[1] // int(np.prod(blk))
     cols = x.reshape(n_b, c, *blk, *n_blocks)

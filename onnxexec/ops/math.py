@@ -101,7 +101,8 @@ def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
             return narrow(np.trunc(np.power(x.astype(np.float64), y.astype(np.float64))), x.dtype)
         xw = widen(x)
         if y.dtype != x.dtype:
-            calc = np.float64 if xw.dtype == np.float64 or y.dtype.kind in "iu" else np.float32
+            wide = np.float64 in (xw.dtype, y.dtype) or y.dtype.kind in "iu"
+            calc = np.float64 if wide else np.float32
             return narrow(np.power(xw.astype(calc), widen(y).astype(calc)), x.dtype)
         return narrow(np.power(xw, widen(y)), x.dtype)
 

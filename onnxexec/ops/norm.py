@@ -12,6 +12,9 @@ import numpy as np
 from onnxexec.ops._common import norm_axes, norm_axis
 from onnxexec.ops.registry import op
 
+Arr = np.ndarray
+BnOut = np.ndarray | tuple[np.ndarray, ...]
+
 
 def _f(dt: np.dtype) -> np.dtype:
     return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
@@ -74,7 +77,17 @@ def batch_normalization(
     return y, rm, rv
 
 
-def _bn_old(x, scale, b, mean, var, epsilon, momentum, spatial, num_outputs):
+def _bn_old(
+    x: Arr,
+    scale: Arr,
+    b: Arr,
+    mean: Arr,
+    var: Arr,
+    epsilon: float,
+    momentum: float,
+    spatial: int,
+    num_outputs: int,
+) -> BnOut:
     """Opsets 1-13: training (batch statistics) only when the node asks for the
     extra outputs; a lone Y is inference, whatever is_test says (as onnxruntime)."""
     if num_outputs <= 1:
@@ -83,28 +96,68 @@ def _bn_old(x, scale, b, mean, var, epsilon, momentum, spatial, num_outputs):
 
 
 @op("BatchNormalization", since=9, wants=("num_outputs",))
-def batch_normalization_v9(x, scale, b, mean, var, *, epsilon: float = 1e-5,
-                           momentum: float = 0.9, num_outputs: int = 1):
+def batch_normalization_v9(
+    x: Arr,
+    scale: Arr,
+    b: Arr,
+    mean: Arr,
+    var: Arr,
+    *,
+    epsilon: float = 1e-5,
+    momentum: float = 0.9,
+    num_outputs: int = 1,
+) -> BnOut:
     return _bn_old(x, scale, b, mean, var, epsilon, momentum, 1, num_outputs)
 
 
 @op("BatchNormalization", since=7, wants=("num_outputs",))
-def batch_normalization_v7(x, scale, b, mean, var, *, epsilon: float = 1e-5,
-                           momentum: float = 0.9, spatial: int = 1, num_outputs: int = 1):
+def batch_normalization_v7(
+    x: Arr,
+    scale: Arr,
+    b: Arr,
+    mean: Arr,
+    var: Arr,
+    *,
+    epsilon: float = 1e-5,
+    momentum: float = 0.9,
+    spatial: int = 1,
+    num_outputs: int = 1,
+) -> BnOut:
     return _bn_old(x, scale, b, mean, var, epsilon, momentum, spatial, num_outputs)
 
 
 @op("BatchNormalization", since=6, wants=("num_outputs",))
-def batch_normalization_v6(x, scale, b, mean, var, *, epsilon: float = 1e-5,
-                           is_test: int = 0, momentum: float = 0.9, spatial: int = 1,
-                           num_outputs: int = 1):
+def batch_normalization_v6(
+    x: Arr,
+    scale: Arr,
+    b: Arr,
+    mean: Arr,
+    var: Arr,
+    *,
+    epsilon: float = 1e-5,
+    is_test: int = 0,
+    momentum: float = 0.9,
+    spatial: int = 1,
+    num_outputs: int = 1,
+) -> BnOut:
     return _bn_old(x, scale, b, mean, var, epsilon, momentum, spatial, num_outputs)
 
 
 @op("BatchNormalization", since=1, wants=("num_outputs",))
-def batch_normalization_v1(x, scale, b, mean, var, *, consumed_inputs: tuple[int, ...],
-                           epsilon: float = 1e-5, is_test: int = 0, momentum: float = 0.9,
-                           spatial: int = 1, num_outputs: int = 1):
+def batch_normalization_v1(
+    x: Arr,
+    scale: Arr,
+    b: Arr,
+    mean: Arr,
+    var: Arr,
+    *,
+    consumed_inputs: tuple[int, ...],
+    epsilon: float = 1e-5,
+    is_test: int = 0,
+    momentum: float = 0.9,
+    spatial: int = 1,
+    num_outputs: int = 1,
+) -> BnOut:
     """Opset 1: consumed_inputs is a legacy in-place hint with no effect on values."""
     return _bn_old(x, scale, b, mean, var, epsilon, momentum, spatial, num_outputs)
 
@@ -128,8 +181,14 @@ def instance_normalization(
 
 
 @op("InstanceNormalization", since=1)
-def instance_normalization_v1(x, scale, b, *, consumed_inputs: tuple[int, ...] | None = None,
-                              epsilon: float = 1e-5):
+def instance_normalization_v1(
+    x: Arr,
+    scale: Arr,
+    b: Arr,
+    *,
+    consumed_inputs: tuple[int, ...] | None = None,
+    epsilon: float = 1e-5,
+) -> Arr:
     return instance_normalization(x, scale, b, epsilon=epsilon)
 
 
@@ -211,7 +270,11 @@ def group_normalization(
 
 @op("GroupNormalization", since=18)
 def group_normalization_v18(
-    x: np.ndarray, scale: np.ndarray, bias: np.ndarray, *, epsilon: float = 1e-5,
+    x: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray,
+    *,
+    epsilon: float = 1e-5,
     num_groups: int,
 ) -> np.ndarray:
     """Opset 18 (deprecated): scale and bias are per *group*, shape (G,)."""
@@ -238,9 +301,7 @@ def lp_normalization(x: np.ndarray, *, axis: int = -1, p: int = 2) -> np.ndarray
 
 
 @op("MeanVarianceNormalization", since=9)
-def mean_variance_normalization(
-    x: np.ndarray, *, axes: tuple[int, ...] = (0, 2, 3)
-) -> np.ndarray:
+def mean_variance_normalization(x: np.ndarray, *, axes: tuple[int, ...] = (0, 2, 3)) -> np.ndarray:
     """(X - E[X]) / (sqrt(E[X^2] - E[X]^2) + 1e-9) over `axes` (the spec's function body)."""
     ax = norm_axes(axes, x.ndim, "MeanVarianceNormalization")
     dt = _f(x.dtype)

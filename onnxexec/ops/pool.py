@@ -23,7 +23,7 @@ def _acc_dtype(dt: np.dtype) -> np.dtype:
 
 def _taps(xw: np.ndarray, nd: int) -> Iterator[tuple[int, np.ndarray]]:
     """(flat tap index, (N, C, O...) slab) for each kernel tap of a window view."""
-    for t, idx in enumerate(itertools.product(*(range(k) for k in xw.shape[xw.ndim - nd:]))):
+    for t, idx in enumerate(itertools.product(*(range(k) for k in xw.shape[xw.ndim - nd :]))):
         yield t, xw[(..., *idx)]
 
 
@@ -36,9 +36,7 @@ def _divisor(x_sp: Sequence[int], g: win.Geometry, include_pad: bool) -> np.ndar
     return div
 
 
-def average_pool(
-    x: np.ndarray, g: win.Geometry, count_include_pad: int = 0
-) -> np.ndarray:
+def average_pool(x: np.ndarray, g: win.Geometry, count_include_pad: int = 0) -> np.ndarray:
     """Mean of each window; the divisor counts real inputs, plus the explicit padding
     when count_include_pad, never the ceil_mode overhang past the padding."""
     nd = len(g.kernel)
@@ -97,7 +95,8 @@ def max_pool(
     order = range(nd) if storage_order == 0 else reversed(range(nd))
     for ax in order:
         start = (np.arange(g.out[ax]) * g.strides[ax] - g.pads_begin[ax]).reshape(
-            (-1,) + (1,) * (nd - 1 - ax))
+            (-1,) + (1,) * (nd - 1 - ax)
+        )
         flat = flat * sp[ax] + start + tap_pos[ax] * g.dilations[ax]
     plane = int(np.prod(sp))
     nc = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[:2] + (1,) * nd)
@@ -115,8 +114,9 @@ def _geom(
 ) -> win.Geometry:
     if len(kernel_shape) != x.ndim - 2:
         raise ValueError(f"kernel_shape {list(kernel_shape)} does not fit input rank {x.ndim}")
-    return win.geometry(x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad,
-                        bool(ceil_mode))
+    return win.geometry(
+        x.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, bool(ceil_mode)
+    )
 
 
 # --- AveragePool: 1 (no count_include_pad), 7, 10 (ceil_mode), 19 (dilations) ---
@@ -327,8 +327,10 @@ def max_unpool(
     """
     nd = x.ndim - 2
     s, _, p = win.defaults(nd, strides, None, pads)
-    inferred = (*x.shape[:2], *((x.shape[2 + i] - 1) * s[i] - p[i] - p[nd + i]
-                                + kernel_shape[i] for i in range(nd)))
+    inferred = (
+        *x.shape[:2],
+        *((x.shape[2 + i] - 1) * s[i] - p[i] - p[nd + i] + kernel_shape[i] for i in range(nd)),
+    )
     y = np.zeros(int(np.prod(inferred)), dtype=x.dtype)
     y[indices.reshape(-1)] = x.reshape(-1)
     y = y.reshape(inferred)
@@ -337,5 +339,6 @@ def max_unpool(
     shape = tuple(int(v) for v in output_shape.reshape(-1))
     res = np.zeros(shape, dtype=x.dtype)
     res[tuple(slice(0, min(a, b)) for a, b in zip(inferred, shape, strict=True))] = y[
-        tuple(slice(0, min(a, b)) for a, b in zip(inferred, shape, strict=True))]
+        tuple(slice(0, min(a, b)) for a, b in zip(inferred, shape, strict=True))
+    ]
     return res

@@ -54,10 +54,7 @@ def _logsumexp(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
 # kind -> (reduction on the accumulation dtype, elementwise result when noop applies)
 _KINDS: dict[str, tuple[Callable, Callable]] = {
     "sum": (_sum, lambda x: x),
-    "mean": (
-        lambda x, a, k: _sum(x, a, k) / max(int(np.prod([x.shape[i] for i in a])), 0),
-        lambda x: x,
-    ),
+    "mean": (lambda x, a, k: _sum(x, a, k) / int(np.prod([x.shape[i] for i in a])), lambda x: x),
     "max": (
         lambda x, a, k: np.max(x, axis=a, keepdims=k, initial=_extreme(x.dtype, False)),
         lambda x: x,

@@ -109,8 +109,12 @@ def _weights(x: np.ndarray, scale: float, in_len: int, o: _Opts) -> tuple[np.nda
 
 
 def _resize_axis(
-    x: np.ndarray, axis: int, out_len: int, scale: float,
-    roi: tuple[float, float] | None, o: _Opts,
+    x: np.ndarray,
+    axis: int,
+    out_len: int,
+    scale: float,
+    roi: tuple[float, float] | None,
+    o: _Opts,
 ) -> np.ndarray:
     in_len = x.shape[axis]
     coords, outside = _source_coords(o.ctm, in_len, out_len, scale, roi)
@@ -224,8 +228,15 @@ def resize(
 ) -> np.ndarray:
     """X (D0..Dr-1) -> Y resized on `axes`; roi/scales/sizes refer to `axes` (all by default)."""
     out, sc, roi_l = _plan(x, roi, scales, sizes, axes, keep_aspect_ratio_policy)
-    o = _Opts(mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a,
-              bool(exclude_outside), extrapolation_value, bool(antialias) and mode != "nearest")
+    o = _Opts(
+        mode,
+        coordinate_transformation_mode,
+        nearest_mode,
+        cubic_coeff_a,
+        bool(exclude_outside),
+        extrapolation_value,
+        bool(antialias) and mode != "nearest",
+    )
     return resize_nd(x, out, sc, roi_l, o)
 
 
@@ -245,8 +256,14 @@ def resize_v11(
 ) -> np.ndarray:
     """Opsets 11-17: no axes, antialias or keep_aspect_ratio_policy."""
     out, sc, roi_l = _plan(x, roi, scales, sizes)
-    o = _Opts(mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a,
-              bool(exclude_outside), extrapolation_value)
+    o = _Opts(
+        mode,
+        coordinate_transformation_mode,
+        nearest_mode,
+        cubic_coeff_a,
+        bool(exclude_outside),
+        extrapolation_value,
+    )
     return resize_nd(x, out, sc, roi_l, o)
 
 

@@ -39,8 +39,17 @@ def _axis_samples(
     return np.where(valid, low, 0), np.where(valid, high, 0), w_low, w_high
 
 
-def _roi_align_one(img: np.ndarray, roi: np.ndarray, *, oh: int, ow: int, ratio: int,
-                   scale: float, half_pixel: bool, mode: str) -> np.ndarray:
+def _roi_align_one(
+    img: np.ndarray,
+    roi: np.ndarray,
+    *,
+    oh: int,
+    ow: int,
+    ratio: int,
+    scale: float,
+    half_pixel: bool,
+    mode: str,
+) -> np.ndarray:
     """img (C, H, W), roi [x1, y1, x2, y2] -> (C, oh, ow)."""
     h, w = img.shape[1:]
     off = 0.5 if half_pixel else 0.0
@@ -75,8 +84,16 @@ def _roi_align(x, rois, batch_indices, ctm, mode, oh, ow, ratio, scale):
     y = np.zeros((n_rois, x.shape[1], oh, ow), dtype=dt)
     xf = x.astype(np.float64)
     for r in range(n_rois):
-        y[r] = _roi_align_one(xf[int(batch_indices[r])], rois[r], oh=oh, ow=ow, ratio=ratio,
-                              scale=scale, half_pixel=ctm == "half_pixel", mode=mode)
+        y[r] = _roi_align_one(
+            xf[int(batch_indices[r])],
+            rois[r],
+            oh=oh,
+            ow=ow,
+            ratio=ratio,
+            scale=scale,
+            half_pixel=ctm == "half_pixel",
+            mode=mode,
+        )
     return y.astype(x.dtype)
 
 
@@ -94,8 +111,17 @@ def roi_align(
     spatial_scale: float = 1.0,
 ) -> np.ndarray:
     """X (N, C, H, W), rois (R, 4) [x1, y1, x2, y2], batch_indices (R,) -> (R, C, oh, ow)."""
-    return _roi_align(x, rois, batch_indices, coordinate_transformation_mode, mode,
-                      output_height, output_width, sampling_ratio, spatial_scale)
+    return _roi_align(
+        x,
+        rois,
+        batch_indices,
+        coordinate_transformation_mode,
+        mode,
+        output_height,
+        output_width,
+        sampling_ratio,
+        spatial_scale,
+    )
 
 
 @op("RoiAlign", since=10)
@@ -111,8 +137,17 @@ def roi_align_v10(
     spatial_scale: float = 1.0,
 ) -> np.ndarray:
     """Opset 10: no pixel shift ("output_half_pixel" behaviour)."""
-    return _roi_align(x, rois, batch_indices, "output_half_pixel", mode,
-                      output_height, output_width, sampling_ratio, spatial_scale)
+    return _roi_align(
+        x,
+        rois,
+        batch_indices,
+        "output_half_pixel",
+        mode,
+        output_height,
+        output_width,
+        sampling_ratio,
+        spatial_scale,
+    )
 
 
 # --- MaxRoiPool ---
@@ -189,10 +224,16 @@ def non_max_suppression(
     descending score (ties: lower index first); greedily keep a box unless its IoU
     with an already kept one exceeds iou_threshold; at most max_output_boxes_per_class.
     """
-    limit = 0 if max_output_boxes_per_class is None or not max_output_boxes_per_class.size \
+    limit = (
+        0
+        if max_output_boxes_per_class is None or not max_output_boxes_per_class.size
         else max(int(max_output_boxes_per_class.reshape(-1)[0]), 0)
-    iou_t = 0.0 if iou_threshold is None or not iou_threshold.size \
+    )
+    iou_t = (
+        0.0
+        if iou_threshold is None or not iou_threshold.size
         else float(iou_threshold.reshape(-1)[0])
+    )
     has_st = score_threshold is not None and score_threshold.size > 0
     st = float(score_threshold.reshape(-1)[0]) if has_st else 0.0
     out: list[tuple[int, int, int]] = []

@@ -92,6 +92,7 @@ def test_matches_onnxruntime(
         f"{model_name}/{exporter}/{feeds}",
         max_abs_diff=worst,
         max_abs_ref=float(max(np.abs(w).max() for w in want)),
+        max_abs_ort_vs_torch=m.info.get("ort_vs_torch_max_abs", float("nan")),
     )
 
 

@@ -22,7 +22,7 @@ def rand(*shape: int, dtype=np.float32) -> np.ndarray:
 
 def naive_conv(x, w, b=None, strides=None, pads=None, dilations=None, group=1):
     """Direct definition: y[n, m, o] = sum_{c, k} x_pad[n, g*Cg + c, o*s + k*d] * w[m, c, k]."""
-    n_b, c = x.shape[:2]
+    n_b = x.shape[0]
     nd = x.ndim - 2
     m, cg = w.shape[:2]
     ks = w.shape[2:]
@@ -123,10 +123,16 @@ def test_conv_float16_and_float64_keep_dtype():
         ((1, 2, 3, 3), (2, 3, 3, 3), {"strides": [1, 1], "pads": [0, 0, 0, 0]}),
         ((1, 2, 3, 4), (2, 2, 3, 2), {"strides": [3, 2], "pads": [1, 0, 2, 1]}),
         ((1, 4, 3, 3), (4, 1, 2, 2), {"strides": [2, 2], "pads": [0, 0, 0, 0], "group": 2}),
-        ((1, 1, 3, 3), (1, 2, 2, 2), {"strides": [1, 1], "pads": [0, 0, 0, 0],
-                                      "dilations": [2, 2]}),
-        ((1, 1, 3, 3), (1, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1],
-                                      "output_padding": [1, 1]}),
+        (
+            (1, 1, 3, 3),
+            (1, 2, 2, 2),
+            {"strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [2, 2]},
+        ),
+        (
+            (1, 1, 3, 3),
+            (1, 1, 3, 3),
+            {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]},
+        ),
         ((1, 1, 5), (1, 2, 3), {"strides": [2], "pads": [1, 0]}),
     ],
 )
@@ -136,12 +142,15 @@ def test_conv_transpose_matches_definition(shape, wshape, attrs):
     np.testing.assert_allclose(y, naive_conv_transpose(x, w, **attrs), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("attrs", [
-    {"strides": [2, 2], "output_shape": [8, 9]},
-    {"strides": [2, 2], "auto_pad": "SAME_UPPER"},
-    {"strides": [2, 2], "auto_pad": "SAME_LOWER"},
-    {"strides": [3, 2], "output_shape": [10, 8], "output_padding": [1, 1]},
-])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"strides": [2, 2], "output_shape": [8, 9]},
+        {"strides": [2, 2], "auto_pad": "SAME_UPPER"},
+        {"strides": [2, 2], "auto_pad": "SAME_LOWER"},
+        {"strides": [3, 2], "output_shape": [10, 8], "output_padding": [1, 1]},
+    ],
+)
 def test_conv_transpose_output_shape_and_auto_pad_vs_onnxruntime(attrs):
     x, w, b = rand(1, 2, 4, 4), rand(2, 3, 3, 3), rand(3)
     (y,) = run_node("ConvTranspose", [x, w, b], opset=11, **attrs)
@@ -151,8 +160,13 @@ def test_conv_transpose_output_shape_and_auto_pad_vs_onnxruntime(attrs):
 
 
 def test_conv_transpose_same_upper_shape_is_input_times_stride():
-    (y,) = run_node("ConvTranspose", [rand(1, 1, 3, 5), rand(1, 1, 4, 4)], opset=1,
-                    strides=[2, 3], auto_pad="SAME_UPPER")
+    (y,) = run_node(
+        "ConvTranspose",
+        [rand(1, 1, 3, 5), rand(1, 1, 4, 4)],
+        opset=1,
+        strides=[2, 3],
+        auto_pad="SAME_UPPER",
+    )
     assert y.shape == (1, 1, 6, 15)
 
 
@@ -160,8 +174,7 @@ def test_conv_integer_zero_points():
     x = RNG.integers(0, 255, (1, 2, 4, 4)).astype(np.uint8)
     w = RNG.integers(0, 255, (3, 2, 2, 2)).astype(np.uint8)
     xz, wz = np.uint8(100), np.uint8(130)
-    (y,) = run_node("ConvInteger", [x, w, np.array(xz), np.array(wz)], opset=10,
-                    pads=[1, 1, 0, 0])
+    (y,) = run_node("ConvInteger", [x, w, np.array(xz), np.array(wz)], opset=10, pads=[1, 1, 0, 0])
     xs = x.astype(np.int64) - 100
     ws = w.astype(np.int64) - 130
     # padding is zero in the shifted domain
@@ -177,8 +190,17 @@ def test_qlinear_conv_per_channel():
     w = RNG.integers(-100, 100, (4, 3, 3, 3)).astype(np.int8)
     ws = np.array([0.01, 0.02, 0.015, 0.03], np.float32)
     bias = RNG.integers(-500, 500, 4).astype(np.int32)
-    ins = [x, np.array(0.05, np.float32), np.array(120, np.uint8), w, ws,
-           np.zeros(4, np.int8), np.array(0.2, np.float32), np.array(128, np.uint8), bias]
+    ins = [
+        x,
+        np.array(0.05, np.float32),
+        np.array(120, np.uint8),
+        w,
+        ws,
+        np.zeros(4, np.int8),
+        np.array(0.2, np.float32),
+        np.array(128, np.uint8),
+        bias,
+    ]
     (y,) = run_node("QLinearConv", ins, opset=10, pads=[1, 1, 1, 1])
     acc = naive_conv(x.astype(np.float64) - 120, w.astype(np.float64), pads=[1, 1, 1, 1])
     acc += bias.reshape(1, -1, 1, 1)
@@ -204,15 +226,16 @@ def test_deform_conv_zero_offset_is_conv_and_integer_offset_shifts():
 def test_causal_conv_with_state_past_state_and_silu():
     b_, c, length, k = 2, 3, 4, 3
     x, w, bias, past = rand(b_, c, length), rand(c, 1, k), rand(c), rand(b_, c, k - 1)
-    y, state = run_node("CausalConvWithState", [x, w, bias, past], n_outputs=2, opset=27,
-                        activation="silu")
+    y, state = run_node(
+        "CausalConvWithState", [x, w, bias, past], n_outputs=2, opset=27, activation="silu"
+    )
     full = np.concatenate([past, x], axis=2).astype(np.float64)
     ref = np.zeros((b_, c, length))
     for t in range(length):
         ref[:, :, t] = (full[:, :, t : t + k] * w[:, 0]).sum(-1) + bias
     ref = ref / (1 + np.exp(-ref))
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
-    np.testing.assert_array_equal(state, full[:, :, -(k - 1):].astype(np.float32))
+    np.testing.assert_array_equal(state, full[:, :, -(k - 1) :].astype(np.float32))
 
 
 def test_causal_conv_without_state_pads_zeros():

@@ -1,0 +1,156 @@
+"""onnxexec vs onnxruntime on one ONNX model: same inputs, same thread count,
+interleaved runs in one process; peak RSS measured in a child process per engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from onnxexec.errors import OnnxExecError
+from onnxexec.runtime.options import SessionOptions
+from onnxexec.runtime.session import InferenceSession
+
+
+@dataclass
+class EngineResult:
+    name: str
+    create_s: float
+    times_s: list[float] = field(default_factory=list)
+    peak_rss_mb: float = float("nan")
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_s) * 1e3
+
+    @property
+    def p90_ms(self) -> float:
+        return float(np.percentile(self.times_s, 90)) * 1e3
+
+
+@dataclass
+class BenchResult:
+    model: str
+    engines: list[EngineResult]
+    max_abs_diff: dict[str, float] = field(default_factory=dict)
+
+    def ratio(self) -> float:
+        """onnxexec median / anchor median (< 1 means onnxexec is faster)."""
+        return self.engines[0].median_ms / self.engines[1].median_ms
+
+
+def _ort_session(model: str, threads: int) -> Any:
+    try:
+        import onnxruntime as ort
+    except ImportError as e:
+        raise OnnxExecError("--vs onnxruntime needs the onnxruntime package installed") from e
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def _timed(make: Callable[[], Any]) -> tuple[Any, float]:
+    t = time.perf_counter()
+    obj = make()
+    return obj, time.perf_counter() - t
+
+
+def _max_abs_diff(a: Any, b: Any) -> float:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return float("inf")
+    if a.dtype.kind in "OUS" or a.size == 0:
+        return 0.0 if np.array_equal(a, b) else float("inf")
+    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+
+
+def peak_rss_mb(engine: str, model: str, feed_path: str, threads: int, runs: int = 3) -> float:
+    """Peak RSS (MB) of a fresh process that creates the session and runs it."""
+    code = (
+        "import resource, sys, numpy as np\n"
+        f"feed = dict(np.load({feed_path!r}, allow_pickle=False))\n"
+        f"engine, model, threads = {engine!r}, {model!r}, {threads}\n"
+        "if engine == 'onnxruntime':\n"
+        "    import onnxruntime as ort\n"
+        "    so = ort.SessionOptions(); so.intra_op_num_threads = threads\n"
+        "    s = ort.InferenceSession(model, so, providers=['CPUExecutionProvider'])\n"
+        "else:\n"
+        "    import onnxexec\n"
+        "    s = onnxexec.InferenceSession(model, onnxexec.SessionOptions("
+        "intra_op_num_threads=threads))\n"
+        f"for _ in range({runs}): s.run(None, feed)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=1800, env=dict(os.environ))
+    if out.returncode != 0:
+        return float("nan")
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def bench_onnx(model: str, feed: dict[str, Any], *, threads: int = 2, runs: int = 20,
+               warmup: int = 3, vs: str | None = "onnxruntime",
+               memory: bool = True, feed_path: str | None = None) -> BenchResult:
+    """Interleave runs of each engine so machine noise hits both equally."""
+    opts = SessionOptions(intra_op_num_threads=threads)
+    ours, t_ours = _timed(lambda: InferenceSession(model, opts))
+    engines = [EngineResult("onnxexec", t_ours)]
+    runners: list[Callable[[], list[Any]]] = [lambda: ours.run(None, feed)]
+    if vs == "onnxruntime":
+        ort_sess, t_ort = _timed(lambda: _ort_session(model, threads))
+        engines.append(EngineResult("onnxruntime", t_ort))
+        runners.append(lambda: ort_sess.run(None, feed))
+    elif vs:
+        raise OnnxExecError(f"unknown anchor '{vs}'; use onnxruntime")
+    outputs = [r() for r in runners]
+    for _ in range(max(warmup - 1, 0)):
+        for r in runners:
+            r()
+    for _ in range(runs):
+        for eng, r in zip(engines, runners, strict=True):
+            t = time.perf_counter()
+            r()
+            eng.times_s.append(time.perf_counter() - t)
+    result = BenchResult(model, engines)
+    if len(outputs) == 2:
+        names = [o.name for o in ours.get_outputs()]
+        for n, a, b in zip(names, outputs[0], outputs[1], strict=True):
+            result.max_abs_diff[n] = _max_abs_diff(a, b)
+    if memory and feed_path:
+        for eng in engines:
+            eng.peak_rss_mb = peak_rss_mb(eng.name, model, feed_path, threads)
+    return result
+
+
+def format_result(r: BenchResult) -> list[str]:
+    lines = [f"{'engine':<14}{'create ms':>11}{'median ms':>11}{'p90 ms':>10}{'peak RSS MB':>13}"]
+    for e in r.engines:
+        lines.append(f"{e.name:<14}{e.create_s * 1e3:>11.1f}{e.median_ms:>11.3f}{e.p90_ms:>10.3f}"
+                     f"{e.peak_rss_mb:>13.1f}")
+    if len(r.engines) == 2:
+        a, b = r.engines
+        lines.append(f"ratio onnxexec/onnxruntime: latency {r.ratio():.3f}x  "
+                     f"creation {a.create_s / b.create_s:.2f}x  "
+                     f"peak RSS {a.peak_rss_mb / b.peak_rss_mb:.2f}x")
+        diffs = ", ".join(f"{k} {v:.3g}" for k, v in r.max_abs_diff.items())
+        lines.append(f"max abs diff: {diffs}")
+    return lines
+
+
+def to_json(r: BenchResult) -> str:
+    return json.dumps({
+        "model": r.model,
+        "engines": [{"name": e.name, "create_ms": e.create_s * 1e3, "median_ms": e.median_ms,
+                     "p90_ms": e.p90_ms, "peak_rss_mb": e.peak_rss_mb} for e in r.engines],
+        "ratio": r.ratio() if len(r.engines) == 2 else None,
+        "max_abs_diff": r.max_abs_diff,
+    })

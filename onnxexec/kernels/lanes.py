@@ -1,0 +1,57 @@
+"""The row-interleaved ("lanes") weight layout shared by the fast qmatmul kernels.
+
+A weight W (N, K) is cut into groups of LANES consecutive rows; inside a group the
+bytes of the same block position of all LANES rows sit next to each other, e.g.
+Q4 nibbles as qs[group, block, byte, lane]. A kernel's innermost loop then runs over
+lanes (= output rows) with unit stride and no reduction, which numba's loop
+vectorizer turns into plain SIMD code without fastmath; each output row still sums
+its blocks in order, so results do not depend on the SIMD width.
+
+`twins` compiles one kernel body twice: with parallel=True for large problems and
+serially for small ones, where waking the thread pool costs more than the work.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any, Final
+
+import numba as nb
+import numpy as np
+
+LANES: Final = 32  # rows per group; 32 float32 lanes = 4 AVX2 registers per vector op
+PAR_MIN_MACS: Final = 1 << 18  # below this many multiply-adds run single-threaded
+
+
+def to_lanes(a: np.ndarray, lanes: int = LANES) -> np.ndarray:
+    """(N, ...) -> (ceil(N/lanes), ..., lanes), zero-padded rows, C-contiguous."""
+    n = a.shape[0]
+    ng = -(-n // lanes)
+    if ng * lanes != n:
+        pad = np.zeros((ng * lanes - n, *a.shape[1:]), dtype=a.dtype)
+        a = np.concatenate([a, pad])
+    a = a.reshape(ng, lanes, *a.shape[1:])
+    return np.ascontiguousarray(np.moveaxis(a, 1, -1))
+
+
+def twins(fn: Callable[..., Any], **opts: Any) -> tuple[Any, Any]:
+    """(parallel, serial) numba dispatchers of one kernel body (prange is range serially).
+
+    The serial copy gets its own qualified name so numba's on-disk cache keeps the two
+    apart.
+    """
+    serial_fn = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
+                                   fn.__defaults__, fn.__closure__)
+    serial_fn.__qualname__ = fn.__qualname__ + "_serial"
+    serial_fn.__doc__ = fn.__doc__
+    par = nb.njit(parallel=True, cache=True, nogil=True, **opts)(fn)
+    ser = nb.njit(cache=True, nogil=True, **opts)(serial_fn)
+    return par, ser
+
+
+def pick(pair: tuple[Any, Any], macs: int) -> Any:
+    """The parallel twin when the work is worth the thread pool, else the serial one."""
+    if macs >= PAR_MIN_MACS and nb.get_num_threads() > 1:
+        return pair[0]
+    return pair[1]

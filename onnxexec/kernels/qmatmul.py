@@ -1,0 +1,202 @@
+"""Quantized matmul straight from GGUF weights: prepare once, then multiply many times.
+
+    w = prepare_weight(raw, ggml_type, (N, K))   # relayout at load; no float32 copy
+    y = qmatmul(x, w)                            # x (T, K) f32 -> y = x @ W^T (T, N) f32
+    e = qembedding(w, ids)                       # rows of W, dequantized (bit-exact)
+
+Two paths (`mode`):
+- "int8" (default for T < BLAS_MIN_T, i.e. decoding): activations are quantized per
+  32 values to int8 as llama.cpp does (actquant.py) and each weight block is dotted
+  with exact integer sums, over the row-interleaved layout of lanes.py. This changes
+  results slightly versus a float dot product (relative error ~1e-3, from rounding the
+  activations to 8 bits) - the same rounding llama.cpp applies, which is why its logits
+  are matched more closely this way. Fast kernels: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+  Q4_K, Q5_K, Q6_K.
+- "float" (default for T >= BLAS_MIN_T, i.e. prompt processing): W is dequantized
+  panel by panel (P rows at a time, cache-sized, bit-exact with `dequantize`) and
+  multiplied with BLAS in float32; no activation rounding.
+Other types (F16, BF16, Q2_K, Q3_K, IQ4_NL, IQ4_XS) keep their raw bytes and always
+take the float path (dequantized panels + BLAS); F32 weights multiply directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+
+from onnxexec.kernels import qtypes as q
+from onnxexec.kernels.actquant import quantize_rows_q8
+from onnxexec.kernels.dequant import SUPPORTED_TYPES, block_geometry, dequantize, dequantize_into
+from onnxexec.kernels.lanes import LANES, pick
+from onnxexec.kernels.qlayout import nib_layout, q6_k_layout, q8_0_layout
+from onnxexec.kernels.qmv_nib import DEQ_NIB_PANEL, DEQ_NIB_ROWS, QMV_NIB
+from onnxexec.kernels.qmv_q8 import (
+    DEQ_Q6K_PANEL,
+    DEQ_Q6K_ROWS,
+    DEQ_Q8_PANEL,
+    DEQ_Q8_ROWS,
+    QMV_Q6K,
+    QMV_Q8,
+)
+
+BLAS_MIN_T: Final = 8  # from this many rows on, dequantized panels + BLAS win
+PANEL_BYTES: Final = 1 << 19  # float32 bytes of one dequantized panel (fits in L2)
+
+_NIB_TYPES = (q.Q4_0, q.Q4_1, q.Q5_0, q.Q5_1, q.Q4_K, q.Q5_K)
+FAST_TYPES: frozenset[int] = frozenset((*_NIB_TYPES, q.Q8_0, q.Q6_K))
+
+
+@dataclass(frozen=True, eq=False)
+class QWeight:
+    """A (N, K) weight ready for qmatmul/qembedding. `layout` names the array set:
+    "nib" / "q8_0" / "q6_k" (lanes layouts), "raw" (GGUF bytes), "f32" (a float view)."""
+
+    ggml_type: int
+    shape: tuple[int, int]
+    layout: str
+    arrays: dict[str, Any] = field(repr=False)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (a memmap view of the file counts too)."""
+        return sum(a.nbytes for a in self.arrays.values() if isinstance(a, np.ndarray))
+
+    def __repr__(self) -> str:
+        return (f"QWeight({q.type_name(self.ggml_type)}, shape={self.shape}, "
+                f"layout={self.layout!r}, nbytes={self.nbytes})")
+
+
+def prepare_weight(raw: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> QWeight:
+    """Raw GGUF bytes of a (N, K) weight -> QWeight (relayout for the fast types; the
+    raw bytes are kept as they are, zero-copy, for the others). 1-D shapes are (1, K)."""
+    t = int(ggml_type)
+    shp = tuple(int(s) for s in shape)
+    if len(shp) == 1:
+        shp = (1, shp[0])
+    if len(shp) != 2:
+        raise ValueError(f"prepare_weight: expected a 2-D weight, got shape {shp}")
+    n, k = shp
+    block, size = block_geometry(t)  # raises NotImplementedError for unsupported types
+    flat = np.asarray(raw).reshape(-1).view(np.uint8)
+    need = n * (k // block) * size
+    if k % block or flat.size != need:
+        raise ValueError(f"{q.type_name(t)} weight {shp}: expected {need} bytes "
+                         f"(row length a multiple of {block}), got {flat.size}")
+    if t in _NIB_TYPES:
+        return QWeight(t, shp, "nib", nib_layout(flat, t, n, k))
+    if t == q.Q8_0:
+        return QWeight(t, shp, "q8_0", q8_0_layout(flat, n, k))
+    if t == q.Q6_K:
+        return QWeight(t, shp, "q6_k", q6_k_layout(flat, n, k))
+    if t == q.F32:
+        return QWeight(t, shp, "f32", {"w": dequantize(flat, t, shp)})
+    return QWeight(t, shp, "raw", {"raw": flat, "row_bytes": k // block * size})
+
+
+def _check_x(x: np.ndarray, w: QWeight) -> np.ndarray:
+    if x.ndim != 2 or x.shape[1] != w.shape[1]:
+        raise ValueError(f"qmatmul: x must be (T, {w.shape[1]}), got {x.shape}")
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def qmatmul(x: np.ndarray, w: QWeight, *, mode: str = "auto",
+            out: np.ndarray | None = None) -> np.ndarray:
+    """x (T, K) float32 @ W^T -> (T, N) float32, W (N, K) the prepared GGUF weight.
+
+    mode: "auto" (int8 below BLAS_MIN_T rows, else float), "int8" or "float"; see the
+    module docstring for the numerics of each. `out` may be given (T, N) float32,
+    C-contiguous, to avoid the allocation.
+    """
+    x = _check_x(x, w)
+    t_rows = x.shape[0]
+    n, k = w.shape
+    if out is None:
+        out = np.empty((t_rows, n), np.float32)
+    elif out.shape != (t_rows, n) or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise ValueError(f"qmatmul: out must be C-contiguous float32 {(t_rows, n)}")
+    if mode not in ("auto", "int8", "float"):
+        raise ValueError(f"qmatmul: mode must be 'auto', 'int8' or 'float', got {mode!r}")
+    if t_rows == 0:
+        return out
+    if w.layout == "f32":
+        np.matmul(x, w.arrays["w"].T, out=out)
+        return out
+    use_int8 = w.layout != "raw" and (
+        mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)
+    )
+    if use_int8:
+        xq, xd, xs, xsum = quantize_rows_q8(x)
+        xst = np.stack([xd, xs, xsum], axis=1)  # (T, 3, NB)
+        kern = pick(_QMV[w.layout], t_rows * n * k)
+        kern(*_layout_args(w), xq, xst, out)
+        return out
+    _float_matmul(x, w, out)
+    return out
+
+
+def _layout_args(w: QWeight) -> tuple[Any, ...]:
+    a = w.arrays
+    if w.layout == "nib":
+        return a["qs"], a["qh"], a["fsc"], a["usc"], a["kind"], a["off"]
+    if w.layout == "q8_0":
+        return a["qs"], a["d"]
+    return a["ql"], a["qh"], a["sc"], a["d"]
+
+
+_QMV = {"nib": QMV_NIB, "q8_0": QMV_Q8, "q6_k": QMV_Q6K}
+_DEQ_PANEL = {"nib": DEQ_NIB_PANEL, "q8_0": DEQ_Q8_PANEL, "q6_k": DEQ_Q6K_PANEL}
+_DEQ_ROWS = {"nib": DEQ_NIB_ROWS, "q8_0": DEQ_Q8_ROWS, "q6_k": DEQ_Q6K_ROWS}
+
+
+def _float_matmul(x: np.ndarray, w: QWeight, out: np.ndarray) -> None:
+    """out = x @ W^T, W dequantized one cache-sized panel of rows at a time."""
+    n, k = w.shape
+    rows = max(LANES, PANEL_BYTES // (4 * k) // LANES * LANES)
+    if w.layout == "raw":
+        raw, rb = w.arrays["raw"], w.arrays["row_bytes"]
+        panel = np.empty((min(rows, n), k), np.float32)
+        for n0 in range(0, n, rows):
+            p = min(rows, n - n0)
+            dequantize_into(raw[n0 * rb : (n0 + p) * rb], w.ggml_type, panel[:p])
+            np.matmul(x, panel[:p].T, out=out[:, n0 : n0 + p])
+        return
+    args = _layout_args(w)
+    deq = _DEQ_PANEL[w.layout]
+    panel = np.empty((k, min(rows, -(-n // LANES) * LANES)), np.float32)
+    for n0 in range(0, n, rows):
+        p = min(rows, -(-(n - n0) // LANES) * LANES)  # whole groups
+        dst = panel if p == panel.shape[1] else np.empty((k, p), np.float32)
+        pick(deq, p * k * 8)(*args, n0 // LANES, dst)
+        nv = min(p, n - n0)
+        np.matmul(x, dst[:, :nv], out=out[:, n0 : n0 + nv])
+
+
+def qembedding(w: QWeight, ids: np.ndarray) -> np.ndarray:
+    """Rows `ids` of W dequantized -> (len(ids), K) float32, bit-exact with dequantize."""
+    n, k = w.shape
+    idx = np.asarray(ids, dtype=np.int64).reshape(-1)
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        bad = int(idx[(idx < 0) | (idx >= n)][0])
+        raise IndexError(f"qembedding: id {bad} out of range for {n} rows")
+    if w.layout == "f32":
+        return w.arrays["w"][idx]
+    out = np.empty((idx.size, k), np.float32)
+    if w.layout == "raw":
+        raw, rb = w.arrays["raw"], w.arrays["row_bytes"]
+        for i, r in enumerate(idx):
+            dequantize_into(raw[r * rb : (r + 1) * rb], w.ggml_type, out[i])
+        return out
+    pick(_DEQ_ROWS[w.layout], idx.size * k * 8)(*_layout_args(w), idx, out)
+    return out
+
+
+def is_fast(ggml_type: int) -> bool:
+    """True when qmatmul has an int8 lanes kernel for the type."""
+    return int(ggml_type) in FAST_TYPES
+
+
+def supported(ggml_type: int) -> bool:
+    """True when prepare_weight accepts the type."""
+    return int(ggml_type) in SUPPORTED_TYPES

@@ -1,0 +1,169 @@
+"""Lane kernels for the nibble family: Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K.
+
+Layout (built by onnxexec.kernels.qlayout), per group g of LANES rows, 32-value
+block b (K/32 per row), lane l:
+  qs  (ng, NB, 16, G) u8   byte j: value j in the low nibble, value j+16 in the high
+  qh  (ng, NB, G) i32      Q5 only: bit i = bit 4 of value i (empty array for Q4)
+  fsc f32 scales           SYM: (ng, NB, 1, G) d;  MIN: (ng, NB, 2, G) d, m;
+                           KQ: (ng, NB/8, 2, G) super-block d, dmin
+  usc (ng, NB, 2, G) u8    KQ only: 6-bit sub-block scale and min
+Dequantized value (same float32 operations as gguf-py, so bit-exact):
+  SYM (Q4_0 off=8, Q5_0 off=16): d * (q - off)
+  MIN (Q4_1, Q5_1):             d * q + m
+  KQ  (Q4_K, Q5_K):             (d * sc) * q - dmin * mn
+Matvec with int8 activations (actquant.py) follows ggml_vec_dot_q4_0_q8_0 /
+q4_1_q8_1: per block an exact integer sum s = sum q * xq, then
+(d * xd) * (s - off * sum xq) for SYM and (d * xd) * s + m * xs for MIN/KQ.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numba as nb
+import numpy as np
+
+from onnxexec.kernels.lanes import twins
+from onnxexec.kernels.qtypes import QK
+
+SYM: Final = 0
+MIN: Final = 1
+KQ: Final = 2
+
+
+def _qmv_nib(qs, qh, fsc, usc, kind, off, xq, xst, out):
+    """out (T, N) = W x for T int8-quantized rows xq (T, K) with xst (T, 3, NB) =
+    [half scale, half scale*sum, sum] per block."""
+    ng, n_blocks, _, G = qs.shape
+    T = xq.shape[0]
+    N = out.shape[1]
+    has_qh = qh.shape[0] > 0
+    offf = np.float32(off)
+    for g in nb.prange(ng):  # each group writes only its own rows of out
+        s = np.empty(G, np.float32)
+        acc = np.empty(G, np.float32)
+        n0 = g * G
+        nv = min(G, N - n0)
+        for t in range(T):
+            for l in range(G):
+                acc[l] = 0.0
+            for b in range(n_blocks):
+                for l in range(G):
+                    s[l] = 0.0
+                xo = b * QK
+                if has_qh:
+                    for j in range(16):
+                        xl = xq[t, xo + j]
+                        xh = xq[t, xo + 16 + j]
+                        for l in range(G):
+                            v = np.int32(qs[g, b, j, l])
+                            h = qh[g, b, l]
+                            lo = np.int32((v & 15) | (((h >> j) & 1) << 4))
+                            hi = np.int32((v >> 4) | (((h >> (j + 16)) & 1) << 4))
+                            s[l] += np.float32(lo) * xl + np.float32(hi) * xh
+                else:
+                    for j in range(16):
+                        xl = xq[t, xo + j]
+                        xh = xq[t, xo + 16 + j]
+                        for l in range(G):
+                            v = np.int32(qs[g, b, j, l])
+                            lo = np.int32(v & 15)
+                            hi = np.int32(v >> 4)
+                            s[l] += np.float32(lo) * xl + np.float32(hi) * xh
+                xd = xst[t, 0, b]
+                xs = xst[t, 1, b]
+                if kind == SYM:
+                    corr = offf * xst[t, 2, b]
+                    for l in range(G):
+                        acc[l] += (fsc[g, b, 0, l] * xd) * (s[l] - corr)
+                elif kind == MIN:
+                    for l in range(G):
+                        acc[l] += (fsc[g, b, 0, l] * xd) * s[l] + fsc[g, b, 1, l] * xs
+                else:
+                    sb = b // 8
+                    for l in range(G):
+                        dl = fsc[g, sb, 0, l] * np.float32(usc[g, b, 0, l])
+                        ml = fsc[g, sb, 1, l] * np.float32(usc[g, b, 1, l])
+                        acc[l] += (dl * xd) * s[l] - ml * xs
+            for l in range(nv):
+                out[t, n0 + l] = acc[l]
+
+
+def _deq_nib_panel(qs, qh, fsc, usc, kind, off, g0, panel):
+    """Groups g0.. of W dequantized into panel (K, P) f32, P a multiple of G: panel = W^T
+    rows [g0*G, g0*G + P), ready for x @ panel. Bit-exact with dequantize."""
+    _, n_blocks, _, G = qs.shape
+    has_qh = qh.shape[0] > 0
+    offf = np.float32(off)
+    for gi in nb.prange(panel.shape[1] // G):
+        g = g0 + gi
+        c0 = gi * G
+        for b in range(n_blocks):
+            sb = b // 8
+            for j in range(16):
+                r0 = b * QK + j
+                for l in range(G):
+                    v = np.int32(qs[g, b, j, l])
+                    lo = np.int32(v & 15)
+                    hi = np.int32(v >> 4)
+                    if has_qh:
+                        h = qh[g, b, l]
+                        lo = np.int32(lo | (((h >> j) & 1) << 4))
+                        hi = np.int32(hi | (((h >> (j + 16)) & 1) << 4))
+                    if kind == SYM:
+                        d = fsc[g, b, 0, l]
+                        panel[r0, c0 + l] = d * (np.float32(lo) - offf)
+                        panel[r0 + 16, c0 + l] = d * (np.float32(hi) - offf)
+                    elif kind == MIN:
+                        d = fsc[g, b, 0, l]
+                        m = fsc[g, b, 1, l]
+                        panel[r0, c0 + l] = d * np.float32(lo) + m
+                        panel[r0 + 16, c0 + l] = d * np.float32(hi) + m
+                    else:
+                        dl = fsc[g, sb, 0, l] * np.float32(usc[g, b, 0, l])
+                        ml = fsc[g, sb, 1, l] * np.float32(usc[g, b, 1, l])
+                        panel[r0, c0 + l] = dl * np.float32(lo) - ml
+                        panel[r0 + 16, c0 + l] = dl * np.float32(hi) - ml
+
+
+def _deq_nib_rows(qs, qh, fsc, usc, kind, off, ids, out):
+    """out[i] = row ids[i] of W, dequantized (bit-exact with dequantize); out (n, K)."""
+    _, n_blocks, _, G = qs.shape
+    has_qh = qh.shape[0] > 0
+    offf = np.float32(off)
+    for i in nb.prange(ids.shape[0]):
+        g = ids[i] // G
+        l = ids[i] - g * G
+        for b in range(n_blocks):
+            sb = b // 8
+            if kind == SYM:
+                d = fsc[g, b, 0, l]
+                m = np.float32(0.0)
+            elif kind == MIN:
+                d = fsc[g, b, 0, l]
+                m = fsc[g, b, 1, l]
+            else:
+                d = fsc[g, sb, 0, l] * np.float32(usc[g, b, 0, l])
+                m = fsc[g, sb, 1, l] * np.float32(usc[g, b, 1, l])
+            h = qh[g, b, l] if has_qh else np.int32(0)
+            for j in range(16):
+                v = np.int32(qs[g, b, j, l])
+                lo = np.int32((v & 15) | (((h >> j) & 1) << 4))
+                hi = np.int32((v >> 4) | (((h >> (j + 16)) & 1) << 4))
+                r0 = b * QK + j
+                if kind == SYM:
+                    out[i, r0] = d * (np.float32(lo) - offf)
+                    out[i, r0 + 16] = d * (np.float32(hi) - offf)
+                elif kind == MIN:
+                    out[i, r0] = d * np.float32(lo) + m
+                    out[i, r0 + 16] = d * np.float32(hi) + m
+                else:
+                    out[i, r0] = d * np.float32(lo) - m
+                    out[i, r0 + 16] = d * np.float32(hi) - m
+
+
+# contract lets the exact integer sums use FMAs; the scaled epilogue may fuse too,
+# which the qmatmul tests bound against float64 (STYLE.md: fastmath needs a parity test)
+QMV_NIB = twins(_qmv_nib, fastmath={"contract"})
+DEQ_NIB_PANEL = twins(_deq_nib_panel)
+DEQ_NIB_ROWS = twins(_deq_nib_rows)
