@@ -1,17 +1,23 @@
 """Build the test/benchmark ONNX models offline, with random seeded weights.
 
-    python models/build_models.py OUT_DIR [--only NAME[:EXPORTER] ...] [--size tiny|full]
-                                  [--exporter torchscript|dynamo|both] [--verify] [--force]
+    python models/build_models.py OUT_DIR [--only NAME[:EXPORTER[@OPSET]] ...]
+        [--size tiny|full] [--exporter torchscript|dynamo|both] [--opset N] [--verify] [--force]
 
-Writes, for every model and exporter, OUT_DIR/<name>_<exporter>.onnx with two
-sidecars of seeded example inputs: <stem>.inputs.npz (tiny: batch 2; full: batch 1 at
-the benchmark sequence length) and <stem>.alt_inputs.npz (another batch / sequence
-length, to exercise the symbolic "batch"/"seq" axes). OUT_DIR/manifest.json records
-opset, node count, export time and any export error per file.
+Writes, for every model and exporter, OUT_DIR/<stem>.onnx, stem = <name>_<exporter>
+(plus _op<N> when an opset was asked for), next to seeded example inputs and the torch
+module's outputs on them:
+  <stem>.inputs.npz / <stem>.outputs.npz          tiny: batch 2; full: batch 1 at the
+                                                  benchmark sequence length
+  <stem>.alt_inputs.npz / <stem>.alt_outputs.npz  another batch / sequence length, to
+                                                  exercise the symbolic "batch"/"seq" axes
+OUT_DIR/manifest.json records per file: opset, node count, export time, any export
+error, and with --verify the max abs difference between onnxruntime and torch.
 
-Needs torch and transformers (nothing is downloaded: models are built from config
-objects). Models: bert, gpt2, llama (grouped-query attention), vit, resnet,
-mobilenetv2. Existing files are reused unless --force.
+Needs torch, transformers and (for dynamo) onnxscript; nothing is downloaded: models
+are built from config objects. Models: bert, gpt2, llama (grouped-query attention),
+vit, resnet (keeps BatchNormalization nodes in its TorchScript export), mobilenetv2.
+Opset 23+ dynamo exports use the fused Attention / RotaryEmbedding / RMSNormalization
+ops, e.g. `--only llama:dynamo@23`. Existing files are reused unless --force.
 """
 
 from __future__ import annotations
@@ -27,14 +33,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import onnx
-from _onnx_export import EXPORTERS, check_with_onnxruntime, export
+from _onnx_export import EXPORTERS, export, max_abs_diff_onnxruntime, torch_outputs
 from _specs import FACTORIES, ModelSpec, make_spec
 
 MANIFEST = "manifest.json"
 
 
-def stem(name: str, exporter: str) -> str:
-    return f"{name}_{exporter}"
+Job = tuple[str, str, int | None]  # (model name, exporter, opset or None = default)
+
+
+def stem(name: str, exporter: str, opset: int | None) -> str:
+    return f"{name}_{exporter}" + (f"_op{opset}" if opset else "")
 
 
 def sidecar_feeds(spec: ModelSpec, size: str) -> tuple[dict, dict]:
@@ -48,47 +57,65 @@ def sidecar_feeds(spec: ModelSpec, size: str) -> tuple[dict, dict]:
     return main, alt
 
 
-def parse_only(items: list[str], exporters: tuple[str, ...]) -> list[tuple[str, str]]:
-    """['bert', 'gpt2:dynamo'] -> [(bert, e) for e in exporters] + [(gpt2, dynamo)]."""
-    jobs: list[tuple[str, str]] = []
+def parse_only(items: list[str], exporters: tuple[str, ...], opset: int | None) -> list[Job]:
+    """['bert', 'gpt2:dynamo', 'llama:dynamo@23'] -> (name, exporter, opset) jobs."""
+    jobs: list[Job] = []
     for item in items or list(FACTORIES):
-        name, _, exp = item.partition(":")
+        name, _, rest = item.partition(":")
+        exp, _, op = rest.partition("@")
         if name not in FACTORIES:
             raise SystemExit(f"unknown model {name!r}; choose from {sorted(FACTORIES)}")
         if exp and exp not in EXPORTERS:
             raise SystemExit(f"unknown exporter {exp!r} in {item!r}; choose from {EXPORTERS}")
+        if op and not op.isdigit():
+            raise SystemExit(f"bad opset {op!r} in {item!r}")
         for e in (exp,) if exp else exporters:
-            if (name, e) not in jobs:
-                jobs.append((name, e))
+            job = (name, e, int(op) if op else opset)
+            if job not in jobs:
+                jobs.append(job)
     return jobs
 
 
+def _save(out: Path, file: str, arrays: dict[str, np.ndarray]) -> None:
+    np.savez(out / file, **arrays)
+
+
 def build_one(
-    spec: ModelSpec, exporter: str, out: Path, size: str, args: argparse.Namespace, log: dict
+    spec: ModelSpec,
+    exporter: str,
+    opset: int | None,
+    out: Path,
+    args: argparse.Namespace,
+    log: dict,
 ) -> dict:
-    s = stem(spec.name, exporter)
+    s = stem(spec.name, exporter, opset)
     path = out / f"{s}.onnx"
     entry = {
         "name": spec.name,
         "exporter": exporter,
-        "size": size,
+        "requested_opset": opset,
+        "size": args.size,
         "file": path.name,
-        "inputs": f"{s}.inputs.npz",
-        "alt_inputs": f"{s}.alt_inputs.npz",
         "input_names": list(spec.input_names),
         "output_names": list(spec.output_names),
         "dynamic": {k: {str(a): d for a, d in v.items()} for k, v in spec.dynamic.items()},
     }
+    for kind in ("inputs", "outputs", "alt_inputs", "alt_outputs"):
+        entry[kind] = f"{s}.{kind}.npz"
     old = log.get(path.name)
-    have = all((out / entry[k]).exists() for k in ("file", "inputs", "alt_inputs"))
-    if have and not args.force and old and not old.get("error"):
-        return old | {"cached": True}
-    main, alt = sidecar_feeds(spec, size)
-    np.savez(out / entry["inputs"], **main)
-    np.savez(out / entry["alt_inputs"], **alt)
+    files = ("file", "inputs", "outputs", "alt_inputs", "alt_outputs")
+    if not args.force and old and not old.get("error"):
+        if all((out / entry[k]).exists() for k in files):
+            return old | {"cached": True}
+    main_feeds, alt_feeds = sidecar_feeds(spec, args.size)
+    refs = []
+    for kind, feeds in (("inputs", main_feeds), ("alt_inputs", alt_feeds)):
+        _save(out, entry[kind], feeds)
+        refs.append(dict(zip(spec.output_names, torch_outputs(spec, feeds), strict=True)))
+        _save(out, entry[kind.replace("inputs", "outputs")], refs[-1])
     t0 = time.perf_counter()
     try:
-        export(spec, exporter, path, args.opset)
+        export(spec, exporter, path, opset)
     except Exception as e:  # one failed export must not stop the others
         path.unlink(missing_ok=True)
         msg = f"{type(e).__name__}: {e}".strip()
@@ -100,7 +127,8 @@ def build_one(
     entry["bytes"] = path.stat().st_size
     if args.verify:
         try:
-            entry["ort_vs_torch_max_abs"] = check_with_onnxruntime(spec, path, [main, alt])
+            pairs = [(main_feeds, refs[0]), (alt_feeds, refs[1])]
+            entry["ort_vs_torch_max_abs"] = max_abs_diff_onnxruntime(path, pairs)
         except Exception as e:  # a model onnxruntime cannot run is still worth keeping
             entry["verify_error"] = f"{type(e).__name__}: {e}"[:4000]
     return entry
@@ -114,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         action="extend",
         default=[],
-        metavar="NAME[:EXPORTER]",
+        metavar="NAME[:EXPORTER[@OPSET]]",
         help=f"models to build (default all: {list(FACTORIES)})",
     )
     p.add_argument("--size", choices=("tiny", "full"), default="tiny")
@@ -126,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     exporters = EXPORTERS if args.exporter == "both" else (args.exporter,)
-    jobs = parse_only(args.only, exporters)
+    jobs = parse_only(args.only, exporters, args.opset)
     out: Path = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / MANIFEST
@@ -136,10 +164,10 @@ def main(argv: list[str] | None = None) -> int:
 
     failed = 0
     specs: dict[str, ModelSpec] = {}
-    for name, exporter in jobs:
+    for name, exporter, opset in jobs:
         if name not in specs:
             specs[name] = make_spec(name, args.size, args.seed)
-        entry = build_one(specs[name], exporter, out, args.size, args, log)
+        entry = build_one(specs[name], exporter, opset, out, args, log)
         log[entry["file"]] = {k: v for k, v in entry.items() if k != "cached"}
         manifest_path.write_text(json.dumps(log, indent=1, sort_keys=True) + "\n")
         if entry.get("error"):

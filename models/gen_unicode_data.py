@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fetch_vocab_tests import UNICODE_DATA, fetch  # noqa: E402
+from fetch_vocab_tests import UNICODE_DATA, fetch
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "onnxexec" / "llm" / "_unicode_tables.py"
@@ -53,9 +53,19 @@ def _wrap(name: str, text: str) -> str:
     return f"{name} = (\n{body}\n)\n"
 
 
-def _wrap_ints(values: list[int]) -> str:
-    items = [f"0x{v:04X}," for v in values]
-    return "\n".join("    " + " ".join(items[i : i + 10]) for i in range(0, len(items), 10)) + "\n"
+def _int_list(values: list[int]) -> str:
+    """[*range(a, b), c, ...]: runs of consecutive values as ranges."""
+    parts, i = [], 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"*range(0x{values[i]:04X}, 0x{values[j] + 1:04X})")
+        else:
+            parts.extend(f"0x{v:04X}" for v in values[i : j + 1])
+        i = j + 1
+    return "[" + ", ".join(parts) + "]"
 
 
 def generate(src_text: str) -> str:
@@ -75,7 +85,7 @@ def generate(src_text: str) -> str:
         "lasting to the next start. LOWER rows: (codepoint, simple lowercase). NFD rows:\n"
         '(first, last, first codepoint of the NFD decomposition)."""\n',
         "from __future__ import annotations\n",
-        "WHITESPACE = frozenset((\n" + _wrap_ints(ws) + "))\n",
+        f"WHITESPACE = frozenset({_int_list(ws)})\n",
         f"N_FLAGS, N_LOWER, N_NFD = {len(flags)}, {len(lower)}, {len(nfd)}\n",
         _wrap("FLAGS", _blob([[r[0] for r in flags], [r[1] for r in flags]])),
         _wrap("LOWER", _blob([[r[0] for r in lower], [r[1] for r in lower]])),

@@ -42,8 +42,14 @@ def to_tree_ensemble_v5(model: Any) -> Any:
     import onnx
     from onnx import helper
 
-    modes = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3,
-             "BRANCH_EQ": 4, "BRANCH_NEQ": 5}
+    modes = {
+        "BRANCH_LEQ": 0,
+        "BRANCH_LT": 1,
+        "BRANCH_GTE": 2,
+        "BRANCH_GT": 3,
+        "BRANCH_EQ": 4,
+        "BRANCH_NEQ": 5,
+    }
     aggregates = {"AVERAGE": 0, "SUM": 1, "MIN": 2, "MAX": 3}
     graph = model.graph
     for i, node in enumerate(graph.node):
@@ -53,8 +59,13 @@ def to_tree_ensemble_v5(model: Any) -> Any:
         keys = list(zip(a["nodes_treeids"], a["nodes_nodeids"], strict=True))
         modes_in = [m.decode() for m in a["nodes_modes"]]
         weights = {}
-        for t, nid, tid, w in zip(a["target_treeids"], a["target_nodeids"], a["target_ids"],
-                                  a["target_weights"], strict=True):
+        for t, nid, tid, w in zip(
+            a["target_treeids"],
+            a["target_nodeids"],
+            a["target_ids"],
+            a["target_weights"],
+            strict=True,
+        ):
             weights.setdefault((t, nid), []).append((tid, w))
         inner = [k for k, m in zip(keys, modes_in, strict=True) if m != "LEAF"]
         leaves = [k for k, m in zip(keys, modes_in, strict=True) if m == "LEAF"]
@@ -64,9 +75,18 @@ def to_tree_ensemble_v5(model: Any) -> Any:
             raise ValueError("to_tree_ensemble_v5 does not carry base_values over")
         if any(len(weights.get(k, ())) != 1 for k in leaves):
             raise ValueError("to_tree_ensemble_v5 handles one weight per leaf only")
-        attrs: dict[str, list[Any]] = {k: [] for k in (
-            "nodes_modes", "nodes_featureids", "nodes_splits", "nodes_truenodeids",
-            "nodes_trueleafs", "nodes_falsenodeids", "nodes_falseleafs")}
+        attrs: dict[str, list[Any]] = {
+            k: []
+            for k in (
+                "nodes_modes",
+                "nodes_featureids",
+                "nodes_splits",
+                "nodes_truenodeids",
+                "nodes_trueleafs",
+                "nodes_falsenodeids",
+                "nodes_falseleafs",
+            )
+        }
         for j, (k, m) in enumerate(zip(keys, modes_in, strict=True)):
             if m == "LEAF":
                 continue
@@ -76,26 +96,38 @@ def to_tree_ensemble_v5(model: Any) -> Any:
             for side in ("true", "false"):
                 child = (k[0], a[f"nodes_{side}nodeids"][j])
                 is_leaf = child in leaf_pos
-                attrs[f"nodes_{side}nodeids"].append(leaf_pos[child] if is_leaf else inner_pos[child])
+                attrs[f"nodes_{side}nodeids"].append(
+                    leaf_pos[child] if is_leaf else inner_pos[child]
+                )
                 attrs[f"nodes_{side}leafs"].append(int(is_leaf))
         roots = sorted({k[0] for k in keys})
         first = {}
         for k in inner:
             first.setdefault(k[0], inner_pos[k])
         new = helper.make_node(
-            "TreeEnsemble", list(node.input), list(node.output), domain="ai.onnx.ml",
-            n_targets=a["n_targets"], aggregate_function=aggregates[a.get("aggregate_function", b"SUM").decode()],
-            post_transform=0, tree_roots=[first[t] for t in roots],
-            nodes_modes=helper.make_tensor("m", onnx.TensorProto.UINT8, (len(inner),),
-                                           attrs["nodes_modes"]),
+            "TreeEnsemble",
+            list(node.input),
+            list(node.output),
+            domain="ai.onnx.ml",
+            n_targets=a["n_targets"],
+            aggregate_function=aggregates[a.get("aggregate_function", b"SUM").decode()],
+            post_transform=0,
+            tree_roots=[first[t] for t in roots],
+            nodes_modes=helper.make_tensor(
+                "m", onnx.TensorProto.UINT8, (len(inner),), attrs["nodes_modes"]
+            ),
             nodes_featureids=attrs["nodes_featureids"],
-            nodes_splits=helper.make_tensor("s", onnx.TensorProto.FLOAT, (len(inner),),
-                                            attrs["nodes_splits"]),
-            nodes_truenodeids=attrs["nodes_truenodeids"], nodes_trueleafs=attrs["nodes_trueleafs"],
-            nodes_falsenodeids=attrs["nodes_falsenodeids"], nodes_falseleafs=attrs["nodes_falseleafs"],
+            nodes_splits=helper.make_tensor(
+                "s", onnx.TensorProto.FLOAT, (len(inner),), attrs["nodes_splits"]
+            ),
+            nodes_truenodeids=attrs["nodes_truenodeids"],
+            nodes_trueleafs=attrs["nodes_trueleafs"],
+            nodes_falsenodeids=attrs["nodes_falsenodeids"],
+            nodes_falseleafs=attrs["nodes_falseleafs"],
             leaf_targetids=[weights[k][0][0] for k in leaves],
-            leaf_weights=helper.make_tensor("w", onnx.TensorProto.FLOAT, (len(leaves),),
-                                            [weights[k][0][1] for k in leaves]),
+            leaf_weights=helper.make_tensor(
+                "w", onnx.TensorProto.FLOAT, (len(leaves),), [weights[k][0][1] for k in leaves]
+            ),
         )
         graph.node.remove(node)
         graph.node.insert(i, new)
@@ -334,7 +366,9 @@ def build(out_dir: Path, only: list[str] | None = None) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--only", nargs="*", choices=sorted(MODELS))
     args = ap.parse_args(argv)

@@ -8,7 +8,7 @@ import tempfile
 import click
 import numpy as np
 
-from onnxexec.cli.main import verbose_option
+from onnxexec.cli.common import verbose_option
 from onnxexec.cli.run import build_feed
 
 

@@ -9,7 +9,7 @@ from collections import defaultdict
 import click
 from tqdm import tqdm
 
-from onnxexec.cli.main import verbose_option
+from onnxexec.cli.common import verbose_option
 from onnxexec.conformance.expected import load_expected
 from onnxexec.conformance.runner import Result, run_case
 from onnxexec.conformance.suites import SUITES, collect

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from onnxexec.cli.main import verbose_option
+from onnxexec.cli.common import verbose_option
 from onnxexec.errors import OnnxExecError
 
 

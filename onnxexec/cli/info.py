@@ -6,7 +6,7 @@ from collections import Counter
 
 import click
 
-from onnxexec.cli.main import verbose_option
+from onnxexec.cli.common import verbose_option
 from onnxexec.ir.graph import Graph
 from onnxexec.ir.printer import format_graph
 from onnxexec.loaders.onnx_proto import load_onnx

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 import traceback
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import click
 
 from onnxexec import __version__
+from onnxexec.cli.common import verbose_option
 
 
 class _Group(click.Group):
@@ -31,21 +31,6 @@ class _Group(click.Group):
             msg = " ".join(str(e).split()) or type(e).__name__
             click.echo(f"onnxexec: error: {msg}", err=True)
             sys.exit(1)
-
-
-def set_verbose(ctx: click.Context, _param: Any, value: bool) -> bool:
-    """Callback for commands' own --verbose flags."""
-    if value:
-        root = ctx.find_root()
-        root.ensure_object(dict)
-        root.obj["verbose"] = True
-        logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
-    return value
-
-
-verbose_option = click.option("--verbose", "-v", is_flag=True, expose_value=False,
-                              callback=set_verbose, is_eager=True,
-                              help="Show tracebacks and debug logging.")
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -9,7 +9,7 @@ import click
 import numpy as np
 
 from onnxexec.cli.feeds import load_array_file, load_npz, parse_pairs, synthesize
-from onnxexec.cli.main import verbose_option
+from onnxexec.cli.common import verbose_option
 from onnxexec.errors import InvalidFeedError
 from onnxexec.runtime.options import SessionOptions
 from onnxexec.runtime.session import InferenceSession

@@ -26,10 +26,11 @@ def _pack_nibbles(vals: np.ndarray) -> np.ndarray:
     return (vals[..., :16] | (vals[..., 16:] << 4)).astype(np.uint8)
 
 
-def _bits_u32(bits: np.ndarray) -> np.ndarray:
-    """(..., 32) values 0/1 -> (...) int32 with bit i = bits[..., i]."""
-    w = (np.uint64(1) << np.arange(32, dtype=np.uint64)).astype(np.uint64)
-    return (bits.astype(np.uint64) @ w).astype(np.uint32).view(np.int32)
+def _bit_planes(bits: np.ndarray) -> np.ndarray:
+    """(..., 32) values 0/1 -> (..., 2) int16: bit j of [0] = bits[j], of [1] = bits[16 + j]."""
+    w = np.left_shift(1, np.arange(16, dtype=np.int64))
+    halves = bits.reshape(*bits.shape[:-1], 2, 16).astype(np.int64) @ w
+    return halves.astype(np.uint16).view(np.int16)
 
 
 def _scale_min_k4(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -52,7 +53,7 @@ def _kquant_nibbles(qs: np.ndarray) -> np.ndarray:
 
 def nib_layout(raw: np.ndarray, t: int, n: int, k: int) -> dict[str, object]:
     """Arrays and kernel parameters for Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K (see qmv_nib)."""
-    empty_qh = np.zeros((0, 0, 0), np.int32)
+    empty_qh = np.zeros((0, 0, 0, 0), np.int16)
     empty_u = np.zeros((1, 1, 1, 1), np.uint8)
     if t in (q.Q4_0, q.Q4_1, q.Q5_0, q.Q5_1):
         size = {q.Q4_0: q.Q4_0_BYTES, q.Q4_1: q.Q4_1_BYTES, q.Q5_0: q.Q5_0_BYTES,
@@ -63,7 +64,8 @@ def nib_layout(raw: np.ndarray, t: int, n: int, k: int) -> dict[str, object]:
         fsc = [_half(blk[..., 0:2])] + ([_half(blk[..., 2:4])] if has_min else [])
         qh = empty_qh
         if t in (q.Q5_0, q.Q5_1):
-            qh = to_lanes(np.ascontiguousarray(blk[..., o : o + 4]).view("<i4")[..., 0])
+            word = np.ascontiguousarray(blk[..., o : o + 4]).view("<u4")[..., 0]
+            qh = to_lanes(_bit_planes((word[..., None] >> np.arange(32, dtype=np.uint32)) & 1))
             o += 4
         return {
             "qs": to_lanes(np.ascontiguousarray(blk[..., o : o + 16])),
@@ -83,7 +85,7 @@ def nib_layout(raw: np.ndarray, t: int, n: int, k: int) -> dict[str, object]:
     else:
         low = _kquant_nibbles(blk[..., 48:176])
         hbits = (blk[..., 16:48, None] >> np.arange(8, dtype=np.uint8)) & 1  # (n, nsb, 32, 8)
-        qh = to_lanes(_bits_u32(np.swapaxes(hbits, -1, -2)).reshape(n, nsb * 8))
+        qh = to_lanes(_bit_planes(np.swapaxes(hbits, -1, -2)).reshape(n, nsb * 8, 2))
     return {
         "qs": to_lanes(_pack_nibbles(low).reshape(n, nsb * 8, 16)),
         "qh": qh,

@@ -27,7 +27,6 @@ from typing import Any, Final
 import numpy as np
 
 from onnxexec.kernels import qtypes as q
-from onnxexec.kernels.actquant import quantize_rows_q8
 from onnxexec.kernels.dequant import SUPPORTED_TYPES, block_geometry, dequantize, dequantize_into
 from onnxexec.kernels.lanes import LANES, pick
 from onnxexec.kernels.qlayout import nib_layout, q6_k_layout, q8_0_layout
@@ -127,10 +126,7 @@ def qmatmul(x: np.ndarray, w: QWeight, *, mode: str = "auto",
         mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)
     )
     if use_int8:
-        xq, xd, xs, xsum = quantize_rows_q8(x)
-        xst = np.stack([xd, xs, xsum], axis=1)  # (T, 3, NB)
-        kern = pick(_QMV[w.layout], t_rows * n * k)
-        kern(*_layout_args(w), xq, xst, out)
+        pick(_QMV[w.layout], t_rows * n * k)(*_layout_args(w), x, out)
         return out
     _float_matmul(x, w, out)
     return out

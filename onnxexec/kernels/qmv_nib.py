@@ -3,7 +3,8 @@
 Layout (built by onnxexec.kernels.qlayout), per group g of LANES rows, 32-value
 block b (K/32 per row), lane l:
   qs  (ng, NB, 16, G) u8   byte j: value j in the low nibble, value j+16 in the high
-  qh  (ng, NB, G) i32      Q5 only: bit i = bit 4 of value i (empty array for Q4)
+  qh  (ng, NB, 2, G) i16   Q5 only: bit j of [0] / [1] = bit 4 of value j / j+16
+                           (empty array for Q4)
   fsc f32 scales           SYM: (ng, NB, 1, G) d;  MIN: (ng, NB, 2, G) d, m;
                            KQ: (ng, NB/8, 2, G) super-block d, dmin
   usc (ng, NB, 2, G) u8    KQ only: 6-bit sub-block scale and min
@@ -14,6 +15,8 @@ Dequantized value (same float32 operations as gguf-py, so bit-exact):
 Matvec with int8 activations (actquant.py) follows ggml_vec_dot_q4_0_q8_0 /
 q4_1_q8_1: per block an exact integer sum s = sum q * xq, then
 (d * xd) * (s - off * sum xq) for SYM and (d * xd) * s + m * xs for MIN/KQ.
+The integer sums run in int16 lanes (16 per AVX2 register) sized so they never
+overflow; numba's loop vectorizer turns them into vpmullw / vpaddw.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Final
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels.actquant import quantize_act
 from onnxexec.kernels.lanes import twins
 from onnxexec.kernels.qtypes import QK
 
@@ -31,62 +35,73 @@ MIN: Final = 1
 KQ: Final = 2
 
 
-def _qmv_nib(qs, qh, fsc, usc, kind, off, xq, xst, out):
-    """out (T, N) = W x for T int8-quantized rows xq (T, K) with xst (T, 3, NB) =
-    [half scale, half scale*sum, sum] per block."""
+def _qmv_nib(qs, qh, fsc, usc, kind, off, x, out):
+    """out (T, N) = x (T, K) f32 @ W^T, x quantized to int8 blocks first (actquant).
+
+    Per block and lane, the low and high nibble halves are summed in int16 (16
+    products of at most 15 * 127 each fit), and Q5's bit-4 plane separately as
+    sum(bit * x) (32 products of at most 127), so every integer sum is exact.
+    """
     ng, n_blocks, _, G = qs.shape
-    T = xq.shape[0]
+    T = x.shape[0]
     N = out.shape[1]
     has_qh = qh.shape[0] > 0
     offf = np.float32(off)
-    for g in nb.prange(ng):  # each group writes only its own rows of out
-        s = np.empty(G, np.float32)
+    xq, xst = quantize_act(x)
+    n_chunks = min(ng, nb.get_num_threads())
+    for c in nb.prange(n_chunks):  # each chunk owns whole groups = whole rows of out
+        s0 = np.empty(G, np.int16)
+        s1 = np.empty(G, np.int16)
+        s2 = np.zeros(G, np.int16)
         acc = np.empty(G, np.float32)
-        n0 = g * G
-        nv = min(G, N - n0)
-        for t in range(T):
-            for l in range(G):
-                acc[l] = 0.0
-            for b in range(n_blocks):
+        for g in range(c * ng // n_chunks, (c + 1) * ng // n_chunks):
+            n0 = g * G
+            nv = min(G, N - n0)
+            for t in range(T):
                 for l in range(G):
-                    s[l] = 0.0
-                xo = b * QK
-                if has_qh:
+                    acc[l] = 0.0
+                for b in range(n_blocks):
+                    for l in range(G):
+                        s0[l] = 0
+                        s1[l] = 0
+                    xo = b * QK
                     for j in range(16):
                         xl = xq[t, xo + j]
                         xh = xq[t, xo + 16 + j]
                         for l in range(G):
-                            v = np.int32(qs[g, b, j, l])
-                            h = qh[g, b, l]
-                            lo = np.int32((v & 15) | (((h >> j) & 1) << 4))
-                            hi = np.int32((v >> 4) | (((h >> (j + 16)) & 1) << 4))
-                            s[l] += np.float32(lo) * xl + np.float32(hi) * xh
-                else:
-                    for j in range(16):
-                        xl = xq[t, xo + j]
-                        xh = xq[t, xo + 16 + j]
+                            v = np.int16(qs[g, b, j, l])
+                            s0[l] = np.int16(s0[l] + np.int16(v & 15) * xl)
+                            s1[l] = np.int16(s1[l] + np.int16(v >> 4) * xh)
+                    if has_qh:
                         for l in range(G):
-                            v = np.int32(qs[g, b, j, l])
-                            lo = np.int32(v & 15)
-                            hi = np.int32(v >> 4)
-                            s[l] += np.float32(lo) * xl + np.float32(hi) * xh
-                xd = xst[t, 0, b]
-                xs = xst[t, 1, b]
-                if kind == SYM:
-                    corr = offf * xst[t, 2, b]
-                    for l in range(G):
-                        acc[l] += (fsc[g, b, 0, l] * xd) * (s[l] - corr)
-                elif kind == MIN:
-                    for l in range(G):
-                        acc[l] += (fsc[g, b, 0, l] * xd) * s[l] + fsc[g, b, 1, l] * xs
-                else:
-                    sb = b // 8
-                    for l in range(G):
-                        dl = fsc[g, sb, 0, l] * np.float32(usc[g, b, 0, l])
-                        ml = fsc[g, sb, 1, l] * np.float32(usc[g, b, 1, l])
-                        acc[l] += (dl * xd) * s[l] - ml * xs
-            for l in range(nv):
-                out[t, n0 + l] = acc[l]
+                            s2[l] = 0
+                        for j in range(16):
+                            xl = xq[t, xo + j]
+                            xh = xq[t, xo + 16 + j]
+                            for l in range(G):
+                                hl = np.int16((qh[g, b, 0, l] >> j) & 1)
+                                hh = np.int16((qh[g, b, 1, l] >> j) & 1)
+                                s2[l] = np.int16(s2[l] + hl * xl + hh * xh)
+                    xd = xst[t, 0, b]
+                    xs = xst[t, 1, b]
+                    if kind == SYM:
+                        corr = offf * xst[t, 2, b]
+                        for l in range(G):
+                            isum = np.int32(s0[l]) + np.int32(s1[l]) + 16 * np.int32(s2[l])
+                            acc[l] += (fsc[g, b, 0, l] * xd) * (np.float32(isum) - corr)
+                    elif kind == MIN:
+                        for l in range(G):
+                            isum = np.int32(s0[l]) + np.int32(s1[l]) + 16 * np.int32(s2[l])
+                            acc[l] += (fsc[g, b, 0, l] * xd) * np.float32(isum) + fsc[g, b, 1, l] * xs
+                    else:
+                        sb = b // 8
+                        for l in range(G):
+                            isum = np.int32(s0[l]) + np.int32(s1[l]) + 16 * np.int32(s2[l])
+                            dl = fsc[g, sb, 0, l] * np.float32(usc[g, b, 0, l])
+                            ml = fsc[g, sb, 1, l] * np.float32(usc[g, b, 1, l])
+                            acc[l] += (dl * xd) * np.float32(isum) - ml * xs
+                for l in range(nv):
+                    out[t, n0 + l] = acc[l]
 
 
 def _deq_nib_panel(qs, qh, fsc, usc, kind, off, g0, panel):
@@ -107,9 +122,8 @@ def _deq_nib_panel(qs, qh, fsc, usc, kind, off, g0, panel):
                     lo = np.int32(v & 15)
                     hi = np.int32(v >> 4)
                     if has_qh:
-                        h = qh[g, b, l]
-                        lo = np.int32(lo | (((h >> j) & 1) << 4))
-                        hi = np.int32(hi | (((h >> (j + 16)) & 1) << 4))
+                        lo = np.int32(lo | (((qh[g, b, 0, l] >> j) & 1) << 4))
+                        hi = np.int32(hi | (((qh[g, b, 1, l] >> j) & 1) << 4))
                     if kind == SYM:
                         d = fsc[g, b, 0, l]
                         panel[r0, c0 + l] = d * (np.float32(lo) - offf)
@@ -145,11 +159,12 @@ def _deq_nib_rows(qs, qh, fsc, usc, kind, off, ids, out):
             else:
                 d = fsc[g, sb, 0, l] * np.float32(usc[g, b, 0, l])
                 m = fsc[g, sb, 1, l] * np.float32(usc[g, b, 1, l])
-            h = qh[g, b, l] if has_qh else np.int32(0)
+            h0 = np.int32(qh[g, b, 0, l]) if has_qh else np.int32(0)
+            h1 = np.int32(qh[g, b, 1, l]) if has_qh else np.int32(0)
             for j in range(16):
                 v = np.int32(qs[g, b, j, l])
-                lo = np.int32((v & 15) | (((h >> j) & 1) << 4))
-                hi = np.int32((v >> 4) | (((h >> (j + 16)) & 1) << 4))
+                lo = np.int32((v & 15) | (((h0 >> j) & 1) << 4))
+                hi = np.int32((v >> 4) | (((h1 >> j) & 1) << 4))
                 r0 = b * QK + j
                 if kind == SYM:
                     out[i, r0] = d * (np.float32(lo) - offf)
@@ -162,8 +177,7 @@ def _deq_nib_rows(qs, qh, fsc, usc, kind, off, ids, out):
                     out[i, r0 + 16] = d * np.float32(hi) - m
 
 
-# contract lets the exact integer sums use FMAs; the scaled epilogue may fuse too,
-# which the qmatmul tests bound against float64 (STYLE.md: fastmath needs a parity test)
+# contract lets the scaled epilogue fuse into FMAs (bounded by the qmatmul tests)
 QMV_NIB = twins(_qmv_nib, fastmath={"contract"})
 DEQ_NIB_PANEL = twins(_deq_nib_panel)
 DEQ_NIB_ROWS = twins(_deq_nib_rows)

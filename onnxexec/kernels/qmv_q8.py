@@ -13,36 +13,51 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels.actquant import quantize_act
 from onnxexec.kernels.lanes import twins
 from onnxexec.kernels.qtypes import QK
 
 
-def _qmv_q8(qs, d, xq, xst, out):
-    """out (T, N) = W x for int8-quantized rows xq (T, K), xst (T, 3, NB)."""
+def _qmv_q8(qs, d, x, out):
+    """out (T, N) = x (T, K) f32 @ W^T, x quantized to int8 blocks first (actquant).
+
+    Pairs of products (|q x| <= 128 * 127) are summed in int16, then widened into
+    int32 block sums: exact.
+    """
     ng, n_blocks, _, G = qs.shape
-    T = xq.shape[0]
+    T = x.shape[0]
     N = out.shape[1]
-    for g in nb.prange(ng):  # each group writes only its own rows of out
-        s = np.empty(G, np.float32)
+    xq, xst = quantize_act(x)
+    n_chunks = min(ng, nb.get_num_threads())
+    for c in nb.prange(n_chunks):  # each chunk owns whole groups = whole rows of out
+        s = np.empty(G, np.int32)
         acc = np.empty(G, np.float32)
-        n0 = g * G
-        nv = min(G, N - n0)
-        for t in range(T):
-            for l in range(G):
-                acc[l] = 0.0
-            for b in range(n_blocks):
+        for g in range(c * ng // n_chunks, (c + 1) * ng // n_chunks):
+            n0 = g * G
+            nv = min(G, N - n0)
+            for t in range(T):
                 for l in range(G):
-                    s[l] = 0.0
-                xo = b * QK
-                for j in range(QK):
-                    xv = xq[t, xo + j]
+                    acc[l] = 0.0
+                for b in range(n_blocks):
                     for l in range(G):
-                        s[l] += np.float32(np.int32(qs[g, b, j, l])) * xv
-                xd = xst[t, 0, b]
-                for l in range(G):
-                    acc[l] += (d[g, b, l] * xd) * s[l]
-            for l in range(nv):
-                out[t, n0 + l] = acc[l]
+                        s[l] = 0
+                    xo = b * QK
+                    for j in range(0, QK, 4):
+                        x0 = xq[t, xo + j]
+                        x1 = xq[t, xo + j + 1]
+                        x2 = xq[t, xo + j + 2]
+                        x3 = xq[t, xo + j + 3]
+                        for l in range(G):
+                            p = np.int16(np.int16(qs[g, b, j, l]) * x0
+                                         + np.int16(qs[g, b, j + 1, l]) * x1)
+                            r = np.int16(np.int16(qs[g, b, j + 2, l]) * x2
+                                         + np.int16(qs[g, b, j + 3, l]) * x3)
+                            s[l] = np.int32(s[l] + np.int32(p) + np.int32(r))
+                    xd = xst[t, 0, b]
+                    for l in range(G):
+                        acc[l] += (d[g, b, l] * xd) * np.float32(s[l])
+                for l in range(nv):
+                    out[t, n0 + l] = acc[l]
 
 
 def _deq_q8_panel(qs, d, g0, panel):
@@ -68,49 +83,64 @@ def _deq_q8_rows(qs, d, ids, out):
                 out[i, b * QK + j] = np.float32(qs[g, b, j, l]) * d[g, b, l]
 
 
-def _qmv_q6k(ql, qh, sc, d, xq, xst, out):
-    """out (T, N) = W x for int8-quantized rows xq (T, K), xst (T, 3, NB)."""
+def _qmv_q6k(ql, qh, sc, d, x, out):
+    """out (T, N) = x (T, K) f32 @ W^T, x quantized to int8 blocks first (actquant).
+
+    Values j, j+8, j+16, j+24 of a block go to four int16 sums of 8 products each
+    (|(q - 32) x| <= 32 * 127): exact; the two 16-value halves have their own scale.
+    """
     ng, n_blocks, _, G = ql.shape
-    T = xq.shape[0]
+    T = x.shape[0]
     N = out.shape[1]
-    for g in nb.prange(ng):  # each group writes only its own rows of out
-        s0 = np.empty(G, np.float32)
-        s1 = np.empty(G, np.float32)
+    xq, xst = quantize_act(x)
+    n_chunks = min(ng, nb.get_num_threads())
+    for c in nb.prange(n_chunks):  # each chunk owns whole groups = whole rows of out
+        sa = np.empty(G, np.int16)
+        sb = np.empty(G, np.int16)
+        sc_ = np.empty(G, np.int16)
+        se = np.empty(G, np.int16)
         acc = np.empty(G, np.float32)
-        n0 = g * G
-        nv = min(G, N - n0)
-        for t in range(T):
-            for l in range(G):
-                acc[l] = 0.0
-            for b in range(n_blocks):
+        for g in range(c * ng // n_chunks, (c + 1) * ng // n_chunks):
+            n0 = g * G
+            nv = min(G, N - n0)
+            for t in range(T):
                 for l in range(G):
-                    s0[l] = 0.0
-                    s1[l] = 0.0
-                xo = b * QK
-                for j in range(8):
-                    xa = xq[t, xo + j]
-                    xb = xq[t, xo + 8 + j]
-                    xc = xq[t, xo + 16 + j]
-                    xe = xq[t, xo + 24 + j]
+                    acc[l] = 0.0
+                for b in range(n_blocks):
                     for l in range(G):
-                        la = np.int32(ql[g, b, j, l])
-                        lb = np.int32(ql[g, b, j + 8, l])
-                        h = np.int32(qh[g, b, j, l])
-                        va = np.int32(((la & 15) | ((h & 3) << 4)) - 32)
-                        vb = np.int32(((lb & 15) | (((h >> 2) & 3) << 4)) - 32)
-                        vc = np.int32(((la >> 4) | (((h >> 4) & 3) << 4)) - 32)
-                        ve = np.int32(((lb >> 4) | (((h >> 6) & 3) << 4)) - 32)
-                        s0[l] += np.float32(va) * xa + np.float32(vb) * xb
-                        s1[l] += np.float32(vc) * xc + np.float32(ve) * xe
-                xd = xst[t, 0, b]
-                sb = b // 8
-                for l in range(G):
-                    dd = d[g, sb, l]
-                    d0 = dd * np.float32(sc[g, b, 0, l])
-                    d1 = dd * np.float32(sc[g, b, 1, l])
-                    acc[l] += (d0 * xd) * s0[l] + (d1 * xd) * s1[l]
-            for l in range(nv):
-                out[t, n0 + l] = acc[l]
+                        sa[l] = 0
+                        sb[l] = 0
+                        sc_[l] = 0
+                        se[l] = 0
+                    xo = b * QK
+                    for j in range(8):
+                        xa = xq[t, xo + j]
+                        xb = xq[t, xo + 8 + j]
+                        xc = xq[t, xo + 16 + j]
+                        xe = xq[t, xo + 24 + j]
+                        for l in range(G):
+                            la = np.int16(ql[g, b, j, l])
+                            lb = np.int16(ql[g, b, j + 8, l])
+                            h = np.int16(qh[g, b, j, l])
+                            va = np.int16(((la & 15) | ((h & 3) << 4)) - 32)
+                            vb = np.int16(((lb & 15) | (((h >> 2) & 3) << 4)) - 32)
+                            vc = np.int16(((la >> 4) | (((h >> 4) & 3) << 4)) - 32)
+                            ve = np.int16(((lb >> 4) | (((h >> 6) & 3) << 4)) - 32)
+                            sa[l] = np.int16(sa[l] + va * xa)
+                            sb[l] = np.int16(sb[l] + vb * xb)
+                            sc_[l] = np.int16(sc_[l] + vc * xc)
+                            se[l] = np.int16(se[l] + ve * xe)
+                    xd = xst[t, 0, b]
+                    sbi = b // 8
+                    for l in range(G):
+                        dd = d[g, sbi, l]
+                        d0 = dd * np.float32(sc[g, b, 0, l])
+                        d1 = dd * np.float32(sc[g, b, 1, l])
+                        i0 = np.int32(sa[l]) + np.int32(sb[l])
+                        i1 = np.int32(sc_[l]) + np.int32(se[l])
+                        acc[l] += (d0 * xd) * np.float32(i0) + (d1 * xd) * np.float32(i1)
+                for l in range(nv):
+                    out[t, n0 + l] = acc[l]
 
 
 def _q6k_value(ql, qh, g, b, i, l):
@@ -150,7 +180,7 @@ def _deq_q6k_rows(ql, qh, sc, d, ids, out):
                 out[r, b * QK + i] = dl * np.float32(_q6k_value_jit(ql, qh, g, b, i, l))
 
 
-# contract: FMAs in the exact integer sums and the epilogue (bounded by the qmatmul tests)
+# contract: FMAs in the scaled epilogue (bounded by the qmatmul tests)
 QMV_Q8 = twins(_qmv_q8, fastmath={"contract"})
 DEQ_Q8_PANEL = twins(_deq_q8_panel)
 DEQ_Q8_ROWS = twins(_deq_q8_rows)

@@ -58,9 +58,26 @@ class Forest:
 
 
 @nb.njit(parallel=True, cache=True)
-def _predict_forest(x, roots, feature, threshold, mode, true_child, false_child,
-                    missing_true, member_start, member_end, members, weight_start,
-                    weight_end, weight_target, weight_value, aggregate, out, has):
+def _predict_forest(
+    x,
+    roots,
+    feature,
+    threshold,
+    mode,
+    true_child,
+    false_child,
+    missing_true,
+    member_start,
+    member_end,
+    members,
+    weight_start,
+    weight_end,
+    weight_target,
+    weight_value,
+    aggregate,
+    out,
+    has,
+):
     """Walk every tree for every row; aggregate leaf weights into out/has.
 
     x (N, F) float, out (N, T) float64 zeros, has (N, T) bool False.
@@ -127,8 +144,24 @@ def predict_forest(forest: Forest, x: np.ndarray, aggregate: int) -> tuple[np.nd
     out = np.zeros((x.shape[0], forest.n_targets), dtype=np.float64)
     has = np.zeros((x.shape[0], forest.n_targets), dtype=np.bool_)
     f = forest
-    _predict_forest(np.ascontiguousarray(x), f.roots, f.feature, f.threshold, f.mode,
-                    f.true_child, f.false_child, f.missing_true, f.member_start,
-                    f.member_end, f.members, f.weight_start, f.weight_end,
-                    f.weight_target, f.weight_value, aggregate, out, has)
+    _predict_forest(
+        np.ascontiguousarray(x),
+        f.roots,
+        f.feature,
+        f.threshold,
+        f.mode,
+        f.true_child,
+        f.false_child,
+        f.missing_true,
+        f.member_start,
+        f.member_end,
+        f.members,
+        f.weight_start,
+        f.weight_end,
+        f.weight_target,
+        f.weight_value,
+        aggregate,
+        out,
+        has,
+    )
     return out, has

@@ -1,8 +1,12 @@
 """Hyper-parameters of a GGUF LLM, read from metadata key templates ("{arch}.block_count").
 
-Defaults and per-architecture conventions follow llama.cpp's llama-model.cpp
-(llm_load_hparams): e.g. gemma3 uses a sliding window on 5 of every 6 layers and
-rope.freq_base_swa = 10000 on those layers.
+Required keys, defaults and per-architecture conventions follow llama.cpp
+(src/llama-model.cpp load_hparams and src/models/<arch>.cpp load_arch_hparams):
+rope.freq_base defaults to 10000, head_count_kv to head_count, key_length to
+n_embd / n_head, rope.dimension_count to key_length; rope scaling factor f gives
+freq_scale 1/f. gemma3 with attention.sliding_window uses the window on the layers
+of sliding_window_pattern (an int n: layer il is SWA unless il % n == n - 1; default
+6; or a per-layer bool array), and rope.freq_base_swa (default 10000) on those layers.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from onnxexec.errors import ModelLoadError
 
-SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "gemma3")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
 
 
 class RopeStyle(Enum):
@@ -43,9 +47,9 @@ class ModelConfig:
     rope_freq_scale: float = 1.0
     rope_base_swa: float = 10000.0
     sliding_window: int = 0  # 0 = no sliding-window layers
-    swa_pattern: int = 0  # every swa_pattern-th layer is global; 0 = all layers SWA
+    swa_layers: tuple[bool, ...] = ()  # per layer: uses the sliding window
     attn_scale: float = 0.0  # 0 = 1/sqrt(head_dim)
-    attn_softcap: float = 0.0
+    q_prescale: bool = False  # gemma3: Q is multiplied by `scale`, scores are not
     final_softcap: float = 0.0
     qkv_bias: bool = False
     qk_norm: bool = False
@@ -54,26 +58,33 @@ class ModelConfig:
     ffn_act: str = "silu"  # "silu" (SwiGLU) | "gelu_tanh" (GeGLU)
 
     def is_swa_layer(self, il: int) -> bool:
-        """llama.cpp set_swa_pattern(n): layer il is SWA unless il % n == n - 1."""
-        if not self.sliding_window:
-            return False
-        if self.swa_pattern <= 0:
-            return True
-        return il % self.swa_pattern < self.swa_pattern - 1
+        return bool(self.sliding_window) and bool(self.swa_layers) and self.swa_layers[il]
 
     @property
     def scale(self) -> float:
         return self.attn_scale or 1.0 / math.sqrt(self.head_dim)
 
 
-def _get(md: Mapping[str, Any], key: str, arch: str, default: Any = None,
-         required: bool = True) -> Any:
+def swa_pattern(n_layer: int, pattern: int | list | tuple) -> tuple[bool, ...]:
+    """llama.cpp set_swa_pattern(n): layer il is SWA unless il % n == n - 1 (n = 0: all
+    layers); a bool array gives each layer's flag directly."""
+    if isinstance(pattern, list | tuple):
+        if len(pattern) < n_layer:
+            raise ModelLoadError(f"sliding_window_pattern has {len(pattern)} entries for "
+                                 f"{n_layer} layers")
+        return tuple(bool(p) for p in pattern[:n_layer])
+    n = int(pattern)
+    return tuple(n == 0 or il % n < n - 1 for il in range(n_layer))
+
+
+def _key(md: Mapping[str, Any], key: str, arch: str, default: Any = None) -> Any:
+    """Metadata value of key template `key`; ModelLoadError when missing and no default."""
     k = key.format(arch=arch)
     if k in md:
         return md[k]
-    if default is not None or not required:
-        return default
-    raise ModelLoadError(f"GGUF metadata is missing '{k}'")
+    if default is None:
+        raise ModelLoadError(f"GGUF metadata is missing '{k}' (required for {arch})")
+    return default
 
 
 def config_from_metadata(md: Mapping[str, Any], n_vocab: int | None = None) -> ModelConfig:
@@ -83,51 +94,61 @@ def config_from_metadata(md: Mapping[str, Any], n_vocab: int | None = None) -> M
         raise ModelLoadError(
             f"unsupported architecture '{arch}'; onnxexec supports {', '.join(SUPPORTED_ARCHS)}"
         )
-    n_embd = int(_get(md, "{arch}.embedding_length", arch))
-    n_head = int(_get(md, "{arch}.attention.head_count", arch))
-    n_head_kv = int(_get(md, "{arch}.attention.head_count_kv", arch, n_head))
-    head_dim = int(_get(md, "{arch}.attention.key_length", arch, n_embd // n_head))
-    if n_head % n_head_kv:
-        raise ModelLoadError(f"head_count {n_head} is not a multiple of head_count_kv {n_head_kv}")
+    n_layer = int(_key(md, "{arch}.block_count", arch))
+    n_embd = int(_key(md, "{arch}.embedding_length", arch))
+    n_head = int(_key(md, "{arch}.attention.head_count", arch))
+    n_head_kv = int(_key(md, "{arch}.attention.head_count_kv", arch, n_head))
+    head_dim = int(_key(md, "{arch}.attention.key_length", arch, n_embd // max(n_head, 1)))
+    value_dim = int(_key(md, "{arch}.attention.value_length", arch, head_dim))
+    if n_head <= 0 or n_head_kv <= 0 or n_head % n_head_kv:
+        raise ModelLoadError(f"head_count {n_head} is not a positive multiple of "
+                             f"head_count_kv {n_head_kv}")
+    if value_dim != head_dim:
+        raise ModelLoadError(f"key_length {head_dim} != value_length {value_dim} is not supported")
     vocab = n_vocab or len(md.get("tokenizer.ggml.tokens", ())) or int(
-        _get(md, "{arch}.vocab_size", arch))
-    scaling = md.get(f"{arch}.rope.scaling.type", "none")
-    factor = float(md.get(f"{arch}.rope.scaling.factor", 1.0) or 1.0)
-    if scaling not in ("none", "linear") and factor != 1.0:
+        _key(md, "{arch}.vocab_size", arch))
+    scaling = md.get(f"{arch}.rope.scaling.type", "linear")
+    factor = float(md.get(f"{arch}.rope.scaling.factor", 0.0) or 0.0)
+    if scaling not in ("none", "linear") and factor not in (0.0, 1.0):
         raise ModelLoadError(f"unsupported rope scaling type '{scaling}'")
-    common: dict[str, Any] = dict(
+    rope_dims = int(_key(md, "{arch}.rope.dimension_count", arch, head_dim))
+    if arch == "llama" and rope_dims != head_dim:  # llama.cpp: "invalid n_rot"
+        raise ModelLoadError(f"llama: rope.dimension_count {rope_dims} != head size {head_dim}")
+    c: dict[str, Any] = dict(
         arch=arch,
-        n_layer=int(_get(md, "{arch}.block_count", arch)),
+        n_layer=n_layer,
         n_embd=n_embd,
         n_head=n_head,
         n_head_kv=n_head_kv,
         head_dim=head_dim,
-        n_ff=int(_get(md, "{arch}.feed_forward_length", arch)),
+        n_ff=int(_key(md, "{arch}.feed_forward_length", arch)),
         n_vocab=int(vocab),
-        n_ctx_train=int(_get(md, "{arch}.context_length", arch, 2048)),
-        norm_eps=float(_get(md, "{arch}.attention.layer_norm_rms_epsilon", arch, 1e-5)),
-        rope_base=float(_get(md, "{arch}.rope.freq_base", arch, 10000.0)),
-        rope_dims=int(_get(md, "{arch}.rope.dimension_count", arch, head_dim)),
-        rope_style=RopeStyle.NORM if arch in ("llama", "mistral") else RopeStyle.NEOX,
-        rope_freq_scale=1.0 / factor,
-        attn_softcap=float(md.get(f"{arch}.attn_logit_softcapping", 0.0) or 0.0),
-        final_softcap=float(md.get(f"{arch}.final_logit_softcapping", 0.0) or 0.0),
+        n_ctx_train=int(_key(md, "{arch}.context_length", arch)),
+        norm_eps=float(_key(md, "{arch}.attention.layer_norm_rms_epsilon", arch)),
+        rope_base=float(_key(md, "{arch}.rope.freq_base", arch, 10000.0)),
+        rope_dims=rope_dims,
+        rope_style=RopeStyle.NORM if arch == "llama" else RopeStyle.NEOX,
+        rope_freq_scale=1.0 / factor if factor else 1.0,
     )
     if arch == "qwen2":
-        common["qkv_bias"] = True
+        c["qkv_bias"] = True
     elif arch == "qwen3":
-        common["qk_norm"] = True
+        c["qk_norm"] = True
     elif arch == "gemma3":
         window = int(md.get(f"{arch}.attention.sliding_window", 0) or 0)
-        common.update(
+        c.update(
+            # models/gemma3.cpp scales Q by 1/sqrt(head_dim) before attention, by
+            # 1/sqrt(n_embd / n_head) for the 62-layer 27B model
+            attn_scale=1.0 / math.sqrt(n_embd / n_head if n_layer == 62 else head_dim),
+            q_prescale=True,
+            final_softcap=float(md.get(f"{arch}.final_logit_softcapping", 0.0) or 0.0),
             qk_norm=True,
             post_norms=True,
             embd_scale=math.sqrt(n_embd),
             ffn_act="gelu_tanh",
-            sliding_window=window,
-            swa_pattern=int(md.get(f"{arch}.attention.sliding_window_pattern", 6) or 6),
-            rope_base_swa=float(md.get(f"{arch}.rope.freq_base_swa", 10000.0)),
-            rope_base=float(_get(md, "{arch}.rope.freq_base", arch, 1_000_000.0)),
-            norm_eps=float(_get(md, "{arch}.attention.layer_norm_rms_epsilon", arch, 1e-6)),
         )
-    return ModelConfig(**common)
+        if window > 0:
+            pattern = md.get(f"{arch}.attention.sliding_window_pattern", 6)
+            c.update(sliding_window=window, swa_layers=swa_pattern(n_layer, pattern),
+                     rope_base_swa=float(md.get(f"{arch}.rope.freq_base_swa", 10000.0)))
+    return ModelConfig(**c)

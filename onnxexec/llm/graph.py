@@ -14,6 +14,7 @@ RMSNorm, gemma3 scaled embeddings, post-attention/post-FFN norms and GeGLU.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from onnxexec.errors import ModelLoadError
@@ -25,9 +26,25 @@ D = "onnxexec"
 FLOAT, INT64 = 1, 7
 
 
+@dataclass(frozen=True)
+class GraphOptions:
+    """Numerics switches; the defaults reproduce llama.cpp's CPU defaults.
+
+    kv_f16: store K/V rounded to half precision (llama.cpp's default F16 KV cache).
+    gelu_f16: GELU through ggml's half-precision lookup table (GGML_GELU_FP16).
+    matmul_mode: qmatmul mode for quantized weights: "auto", "int8" or "float".
+    """
+
+    kv_f16: bool = True
+    gelu_f16: bool = True
+    matmul_mode: str = "auto"
+
+
 class _Builder:
-    def __init__(self, cfg: ModelConfig, weights: Mapping[str, Any]) -> None:
+    def __init__(self, cfg: ModelConfig, weights: Mapping[str, Any],
+                 opts: GraphOptions) -> None:
         self.cfg = cfg
+        self.opts = opts
         self.weights = weights
         self.nodes: list[Node] = []
         self.inits: dict[str, Any] = {}
@@ -49,7 +66,8 @@ class _Builder:
         return self.add("RMSNorm", [x, weight], out, epsilon=self.cfg.norm_eps, group=group)
 
     def linear(self, x: str, weight: str, out: str, bias: str | None = None) -> str:
-        return self.add("QMatMul", [x, weight] + ([bias] if bias else []), out)
+        return self.add("QMatMul", [x, weight] + ([bias] if bias else []), out,
+                        mode=self.opts.matmul_mode)
 
     def layer(self, il: int, x: str) -> str:
         c = self.cfg
@@ -70,9 +88,10 @@ class _Builder:
                     freq_scale=freq_scale, style=c.rope_style.value)
         q = self.add("RoPE", [q, "pos"], f"{p}.q_rope", **rope)
         k = self.add("RoPE", [k, "pos"], f"{p}.k_rope", **rope)
+        scales = dict(q_scale=c.scale, scale=1.0) if c.q_prescale else dict(scale=c.scale)
         a = self.add("KVAttention", [q, k, v, f"k_cache.{il}", f"v_cache.{il}", "pos"],
-                     f"{p}.attn", head_dim=c.head_dim, scale=c.scale,
-                     window=c.sliding_window if swa else 0, softcap=c.attn_softcap)
+                     f"{p}.attn", head_dim=c.head_dim, window=c.sliding_window if swa else 0,
+                     kv_f16=int(self.opts.kv_f16), **scales)
         o = self.linear(a, self.w(f"{p}.attn_output.weight"), f"{p}.attn_out")
         if c.post_norms:
             o = self.norm(o, self.w(f"{p}.post_attention_norm.weight"), f"{p}.attn_post_norm")
@@ -80,7 +99,8 @@ class _Builder:
         h = self.norm(x, self.w(f"{p}.ffn_norm.weight"), f"{p}.ffn_norm")
         g = self.linear(h, self.w(f"{p}.ffn_gate.weight"), f"{p}.ffn_gate")
         u = self.linear(h, self.w(f"{p}.ffn_up.weight"), f"{p}.ffn_up")
-        f = self.add("GatedAct", [g, u], f"{p}.ffn_act", act=c.ffn_act)
+        act = c.ffn_act + ("_f16" if c.ffn_act == "gelu_tanh" and self.opts.gelu_f16 else "")
+        f = self.add("GatedAct", [g, u], f"{p}.ffn_act", act=act)
         d = self.linear(f, self.w(f"{p}.ffn_down.weight"), f"{p}.ffn_down")
         if c.post_norms:
             d = self.norm(d, self.w(f"{p}.post_ffw_norm.weight"), f"{p}.ffn_post_norm")
@@ -88,9 +108,10 @@ class _Builder:
 
 
 def build_llm_graph(cfg: ModelConfig, weights: Mapping[str, Any], *, n_ctx: int,
-                    last_only: bool = True, name: str = "llm") -> Graph:
+                    last_only: bool = True, name: str = "llm",
+                    options: GraphOptions | None = None) -> Graph:
     """The whole decoder as a Graph; `weights` maps GGUF tensor names to prepared weights."""
-    b = _Builder(cfg, weights)
+    b = _Builder(cfg, weights, options or GraphOptions())
     emb = b.w("token_embd.weight")
     x = b.add("QEmbedding", ["tokens", emb], "embd", scale=cfg.embd_scale)
     for il in range(cfg.n_layer):
@@ -99,9 +120,7 @@ def build_llm_graph(cfg: ModelConfig, weights: Mapping[str, Any], *, n_ctx: int,
         x = b.add("LastRow", [x], "last")
     x = b.norm(x, b.w("output_norm.weight"), "result_norm")
     head = b.w("output.weight", required=False) or emb  # tied embeddings
-    # llama.cpp's gemma3 with sliding-window layers (llm_build_gemma3<iswa=true>) applies
-    # no final soft-capping; match it.
-    capped = cfg.final_softcap > 0 and cfg.sliding_window == 0
+    capped = cfg.final_softcap > 0
     logits = b.linear(x, head, "logits_raw" if capped else "logits")
     if capped:
         logits = b.add("Softcap", [logits], "logits", cap=cfg.final_softcap)

@@ -13,7 +13,7 @@ from onnxexec.errors import ModelLoadError
 from onnxexec.kernels.dequant import dequantize
 from onnxexec.kernels.qmatmul import prepare_weight
 from onnxexec.llm.config import ModelConfig, config_from_metadata
-from onnxexec.llm.graph import build_llm_graph
+from onnxexec.llm.graph import GraphOptions, build_llm_graph
 from onnxexec.loaders.ggml_types import GGMLType
 from onnxexec.loaders.gguf_reader import GGUFFile, GGUFTensor, read_gguf
 from onnxexec.runtime.executor import execute
@@ -51,7 +51,7 @@ class LLM:
     """
 
     def __init__(self, path: str | os.PathLike, n_ctx: int | None = None, threads: int = 0,
-                 n_batch: int = 512) -> None:
+                 n_batch: int = 512, options: GraphOptions | None = None) -> None:
         from onnxexec.llm.tokenizer import load_tokenizer
 
         self.path = str(path)
@@ -67,6 +67,7 @@ class LLM:
         if self.n_ctx <= 0:
             raise ValueError(f"context size must be positive, got {self.n_ctx}")
         self.n_batch = n_batch
+        self.options = options or GraphOptions()
         self.weights = {name: prepare_tensor(t) for name, t in self.gguf.tensors.items()}
         self.tokenizer = load_tokenizer(self.path)
         self._plans: dict[bool, GraphPlan] = {}
@@ -83,7 +84,7 @@ class LLM:
         """The planned graph (built on first use; weights are shared between the two)."""
         if last_only not in self._plans:
             g = build_llm_graph(self.config, self.weights, n_ctx=self.n_ctx, last_only=last_only,
-                                name=os.path.basename(self.path))
+                                name=os.path.basename(self.path), options=self.options)
             self._plans[last_only] = plan_graph(g)
         return self._plans[last_only]
 

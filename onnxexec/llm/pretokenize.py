@@ -234,8 +234,18 @@ _CUSTOM: dict[str, Splitter] = {
 }
 
 # unicode_regex_split's k_ucat_* tables: \p{X} -> collapsed byte + ASCII members
-_UCAT = {"N": NUMBER, "L": LETTER, "P": PUNCTUATION, "M": MARK, "S": SYMBOL,
-         "Lu": LETTER, "Ll": LETTER, "Lt": LETTER, "Lm": LETTER, "Lo": LETTER}
+_UCAT = {
+    "N": NUMBER,
+    "L": LETTER,
+    "P": PUNCTUATION,
+    "M": MARK,
+    "S": SYMBOL,
+    "Lu": LETTER,
+    "Ll": LETTER,
+    "Lt": LETTER,
+    "Lm": LETTER,
+    "Lo": LETTER,
+}
 _UCAT_BYTE = {NUMBER: "\xd1", LETTER: "\xd2", PUNCTUATION: "\xd3", MARK: "\xd4", SYMBOL: "\xd5"}
 _UCAT_ASCII = {
     NUMBER: "0-9",
@@ -356,9 +366,7 @@ def regex_split(text: str, exprs: Sequence[str], byte_level: bool = True) -> lis
             offsets = _split_regex(collapsed, _compile(expr, True), offsets)
         else:
             if wide is None:
-                wide = "".join(
-                    "\x0b" if c > 0x7F and c in WHITESPACE else chr(c) for c in cps
-                )
+                wide = "".join("\x0b" if c > 0x7F and c in WHITESPACE else chr(c) for c in cps)
             offsets = _split_regex(wide, _compile(expr, False), offsets)
     words: list[str] = []
     start = 0

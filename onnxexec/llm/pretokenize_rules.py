@@ -19,12 +19,18 @@ CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 # the regexes llama.cpp runs with a hand-written splitter (unicode.cpp) when the
 # expression string is exactly one of these
 GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
-LLAMA3 = (CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-QWEN2 = (CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-         r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-QWEN35 = (CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
-          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3 = (
+    CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+QWEN2 = (
+    CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+QWEN35 = (
+    CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 NEWLINES = r"[^\n]+|[\n]+"
 AFMOE_DIGITS = r"\p{AFMoE_digits}"
 TINY_AYA_DIGITS = r"\d{1,3}(?=(?:\d{3})*\b)"
@@ -48,8 +54,10 @@ _DEEPSEEK_LETTERS = (  # \s?[A-Za-z and the cased letters of other scripts]+
     "\U000118df\U0001e900-\U0001e943]+"
 )
 _ASCII_PUNCT_WORD = r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+"""
-_DEEPSEEK3_MAIN = (_ASCII_PUNCT_WORD + r"|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
-                   r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_DEEPSEEK3_MAIN = (
+    _ASCII_PUNCT_WORD + r"|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+    r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 _SPLIT_CASE = (
     r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+<C>"
     r"|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*<C>"
@@ -74,7 +82,12 @@ REGEXES: dict[str, tuple[str, ...]] = {
         r"|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}",
     ),
     "deepseek-llm": (
-        "[\r\n]", _DEEPSEEK_LETTERS, "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+", r"\s+$", _CJK, r"\p{N}+",
+        "[\r\n]",
+        _DEEPSEEK_LETTERS,
+        "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+",
+        r"\s+$",
+        _CJK,
+        r"\p{N}+",
     ),
     "deepseek3-llm": (r"\p{N}{1,3}", _CJK_KANA, _DEEPSEEK3_MAIN),
     "spark2_5": (
@@ -85,7 +98,9 @@ REGEXES: dict[str, tuple[str, ...]] = {
         r"\p{N}",
     ),
     "youtu": (
-        "[\uac00-\ud7a3\u3131-\u318e]+|[\uff01\u2026\u201c\u201d\u2018\u2019\u2014\uff1a\uff1b\uff0c\u3001-\u303f\ufe30-\ufe4f]+|[\u3105-\u312f]+|" + _CJK_KANA,
+        "[\uac00-\ud7a3\u3131-\u318e]+"
+        "|[\uff01\u2026\u201c\u201d\u2018\u2019\u2014\uff1a\uff1b\uff0c\u3001-\u303f\ufe30-\ufe4f]+"
+        "|[\u3105-\u312f]+|" + _CJK_KANA,
         _UPPER_LOWER.replace("<C>", _OPT) + r"|\p{N}" + _TAIL_SLASH,
     ),
     "deepseek-coder": ("[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", _CJK, r"\p{N}"),
@@ -108,7 +123,8 @@ REGEXES: dict[str, tuple[str, ...]] = {
     "gpt-4o": (_SPLIT_CASE.replace("<C>", _OPT) + r"|\p{N}{1,3}" + _TAIL_SLASH,),
     "granite-emb-multi": (
         _SPLIT_CASE.replace("<C>", _OPT).replace(r"(?=[\p{L}])", r"(?=[\p{L}\p{M}])")
-        + r"|\p{N}{1,3}" + _TAIL_SLASH,
+        + r"|\p{N}{1,3}"
+        + _TAIL_SLASH,
     ),
     "tiny-aya": (TINY_AYA_DIGITS, _UPPER_LOWER.replace("<C>", _OPT) + r"|\p{N}{1,3}" + _TAIL_SLASH),
     "kimi-k2": (KIMI_K2,),
@@ -149,16 +165,23 @@ _GROUPS: tuple[tuple[str, str, str], ...] = (
     # names, regex key, options
     ("default", "default", ""),
     ("minicpm5", "minicpm5", "ignore_merges"),
-    ("llama3 llama-v3 llama-bpe falcon3 falcon-h1 pixtral midm-2.0 lfm2 jina-v5-nano",
-     "llama3", "ignore_merges add_bos"),
+    (
+        "llama3 llama-v3 llama-bpe falcon3 falcon-h1 pixtral midm-2.0 lfm2 jina-v5-nano",
+        "llama3",
+        "ignore_merges add_bos",
+    ),
     ("deepseek-llm", "deepseek-llm", "keep_spaces"),
     ("deepseek-coder", "deepseek-coder", "keep_spaces"),
     ("deepseek-v3 hunyuan-dense hy_v4 joyai-llm", "deepseek3-llm", "keep_spaces"),
     ("spark2_5", "spark2_5", "keep_spaces"),
     ("youtu", "youtu", "keep_spaces ignore_merges"),
     ("falcon", "falcon", ""),
-    ("mpt olmo jais gpt-2 phi-2 jina-es jina-de gigachat jina-v2-es jina-v2-de a.x-4.0 mellum "
-     "modern-bert exaone4", "gpt2", ""),
+    (
+        "mpt olmo jais gpt-2 phi-2 jina-es jina-de gigachat jina-v2-es jina-v2-de a.x-4.0 mellum "
+        "modern-bert exaone4",
+        "gpt2",
+        "",
+    ),
     ("trillion granite-docling", "gpt2", "keep_spaces"),
     ("jina-v1-en jina-v2-code roberta-bpe", "gpt2", "add_sep"),
     ("jais-2", "jais2", ""),

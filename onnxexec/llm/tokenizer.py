@@ -114,8 +114,7 @@ class Tokenizer:
 
     # -- encode ---------------------------------------------------------------------
 
-    def encode(self, text: str, add_special: bool = True, parse_special: bool = False
-               ) -> list[int]:
+    def encode(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
         """Token ids of `text` (llama_tokenize).
 
         add_special: add BOS/EOS (BERT: CLS/SEP) as the vocabulary's metadata says.
@@ -184,7 +183,7 @@ class Tokenizer:
                     if left:
                         new.append(left)
                     new.append(tid)
-                    rest = rest[at + len(needle):]
+                    rest = rest[at + len(needle) :]
                     if attr & TokenAttr.RSTRIP:
                         rest = rest.lstrip(_C_SPACE)
             frags = new
@@ -198,8 +197,9 @@ class Tokenizer:
 
     def decode_bytes(self, ids: Iterable[int], skip_special: bool = False) -> bytes:
         """llama_detokenize(remove_special=False, unparse_special=not skip_special)."""
-        return self.vocab.detokenize(list(ids), remove_special=False,
-                                     unparse_special=not skip_special)
+        return self.vocab.detokenize(
+            list(ids), remove_special=False, unparse_special=not skip_special
+        )
 
     def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
         """Text of `ids`; invalid UTF-8 (e.g. a cut multi-byte character) becomes U+FFFD."""

@@ -73,8 +73,10 @@ class BpeEncoder:
     def _encode_word(self, word: str) -> list[int]:
         v = self.vocab
         t2i = v.token_to_id
-        if word and word in t2i and (
-            v.ignore_merges or (v.pre == "gemma4" and not word.strip("\n"))
+        if (
+            word
+            and word in t2i
+            and (v.ignore_merges or (v.pre == "gemma4" and not word.strip("\n")))
         ):
             return [t2i[word]]  # a whole-word vocab entry (or gemma4's newline runs)
         out: list[int] = []

@@ -14,68 +14,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onnxexec.llm.pretokenize_rules import PRE_TOKENIZERS, REGEXES
+from onnxexec.llm.token_attrs import SPECIAL, TYPE_TO_ATTR, TokenAttr, model_attrs, special_attrs
 from onnxexec.llm.unicode_props import UNICODE_TO_BYTE
 
 KEY = "tokenizer.ggml."
 SPACE_ESCAPE = "\u2581"  # SentencePiece's visible space
 
 
-class TokenAttr(enum.IntFlag):
-    """llama_token_attr (include/llama.h)."""
-
-    UNDEFINED = 0
-    UNKNOWN = 1 << 0
-    UNUSED = 1 << 1
-    NORMAL = 1 << 2
-    CONTROL = 1 << 3
-    USER_DEFINED = 1 << 4
-    BYTE = 1 << 5
-    NORMALIZED = 1 << 6
-    LSTRIP = 1 << 7
-    RSTRIP = 1 << 8
-    SINGLE_WORD = 1 << 9
-
-
-# tokenizer.ggml.token_type values (llama_token_type) -> attribute
-_TYPE_TO_ATTR = {1: TokenAttr.NORMAL, 2: TokenAttr.UNKNOWN, 3: TokenAttr.CONTROL,
-                 4: TokenAttr.USER_DEFINED, 5: TokenAttr.UNUSED, 6: TokenAttr.BYTE}
-_SPECIAL = TokenAttr.CONTROL | TokenAttr.UNKNOWN
-
-# Token texts llama.cpp recognises when the metadata does not name the id. Its loop runs
-# over an unordered_map, so with several candidates present the pick is arbitrary there;
-# here it is the first in these lists.
-_AUTODETECT = {
-    "eot": ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-            "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<\uff5cend\u2581of\u2581sentence\uff5c>",
-            "<end_of_utterance>"),
-    "eom": ("<|eom_id|>",),
-    "fim_pre": ("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\uff5cfim\u2581begin\uff5c>",
-                "<PRE>", "\u2581<PRE>", "<|code_prefix|>", "<|prefix|>"),
-    "fim_suf": ("<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\uff5cfim\u2581hole\uff5c>",
-                "<SUF>", "\u2581<SUF>", "<|code_suffix|>", "<|suffix|>"),
-    "fim_mid": ("<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\uff5cfim\u2581end\uff5c>",
-                "<MID>", "\u2581<MID>", "<|code_middle|>", "<|middle|>"),
-    "fim_pad": ("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"),
-    "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
-    "fim_sep": ("<|file_sep|>",),
-}
-_EOG_TEXTS = frozenset((
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<\uff5cend\u2581of\u2581sentence\uff5c>", "[e~[",
-))
-_ALWAYS_RENDERED = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")  # gpt-oss
-
 # metadata key suffix -> special id name; later keys override (deprecated fim aliases)
 _ID_KEYS = (
-    ("bos_token_id", "bos"), ("eos_token_id", "eos"), ("eot_token_id", "eot"),
-    ("eom_token_id", "eom"), ("unknown_token_id", "unk"), ("seperator_token_id", "sep"),
-    ("padding_token_id", "pad"), ("mask_token_id", "mask"), ("fim_pre_token_id", "fim_pre"),
-    ("fim_suf_token_id", "fim_suf"), ("fim_mid_token_id", "fim_mid"),
-    ("fim_pad_token_id", "fim_pad"), ("fim_rep_token_id", "fim_rep"),
-    ("fim_sep_token_id", "fim_sep"), ("prefix_token_id", "fim_pre"),
-    ("suffix_token_id", "fim_suf"), ("middle_token_id", "fim_mid"),
+    ("bos_token_id", "bos"),
+    ("eos_token_id", "eos"),
+    ("eot_token_id", "eot"),
+    ("eom_token_id", "eom"),
+    ("unknown_token_id", "unk"),
+    ("seperator_token_id", "sep"),
+    ("padding_token_id", "pad"),
+    ("mask_token_id", "mask"),
+    ("fim_pre_token_id", "fim_pre"),
+    ("fim_suf_token_id", "fim_suf"),
+    ("fim_mid_token_id", "fim_mid"),
+    ("fim_pad_token_id", "fim_pad"),
+    ("fim_rep_token_id", "fim_rep"),
+    ("fim_sep_token_id", "fim_sep"),
+    ("prefix_token_id", "fim_pre"),
+    ("suffix_token_id", "fim_suf"),
+    ("middle_token_id", "fim_mid"),
 )
 
 
@@ -93,7 +57,7 @@ class Vocab:
     pre: str  # key into pretokenize_rules.REGEXES ("" for non-BPE)
     tokens: list[str]
     scores: list[float]
-    attrs: list[TokenAttr]
+    attrs: list[int]
     token_to_id: dict[str, int]
     merges: dict[str, int]  # "left right" -> rank
     ids: dict[str, int | None]  # bos, eos, eot, eom, unk, sep, pad, mask, fim_*
@@ -128,16 +92,16 @@ class Vocab:
         special=False renders CONTROL and UNKNOWN tokens as b"".
         """
         attr = self.attrs[token]
-        if not special and attr & _SPECIAL:
+        if not special and attr & SPECIAL:
             return b""
         piece = self._pieces.get(token)
         if piece is None:
             piece = self._pieces[token] = self._render(token, attr)
         return piece
 
-    def _render(self, token: int, attr: TokenAttr) -> bytes:
+    def _render(self, token: int, attr: int) -> bytes:
         text = self.tokens[token]
-        if attr & (_SPECIAL | TokenAttr.USER_DEFINED):
+        if attr & (SPECIAL | TokenAttr.USER_DEFINED):
             return _to_bytes(text)
         if attr & TokenAttr.NORMAL:
             if self.type is VocabType.BPE and not self.escape_whitespaces:
@@ -147,8 +111,9 @@ class Vocab:
             return bytes([int(text[3:5], 16)])
         return b""
 
-    def detokenize(self, ids: Sequence[int], remove_special: bool = False,
-                   unparse_special: bool = True) -> bytes:
+    def detokenize(
+        self, ids: Sequence[int], remove_special: bool = False, unparse_special: bool = True
+    ) -> bytes:
         """llama_vocab::impl::detokenize: pieces joined, the first one's leading space
         dropped when add_space_prefix, then clean_spaces' three passes."""
         ids = list(ids)
@@ -215,8 +180,9 @@ def _clean_spaces(text: bytes) -> bytes:
         x = t[i]
         if t[i - 1] == 0x20 and x == 0x27 and i + 1 < len(t):
             x1 = t[i + 1]
-            if x1 in b"sm" or (x1 not in b"td" and i + 2 < len(t)
-                               and bytes((x1, t[i + 2])) in (b"re", b"ve")):
+            if x1 in b"sm" or (
+                x1 not in b"td" and i + 2 < len(t) and bytes((x1, t[i + 2])) in (b"re", b"ve")
+            ):
                 out.pop()
         out.append(x)
     return bytes(out)
@@ -238,8 +204,23 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
     opts: frozenset[str] = frozenset()
     pre = ""
     ids: dict[str, int | None] = dict.fromkeys(
-        ("bos", "eos", "eot", "eom", "unk", "sep", "pad", "mask",
-         "fim_pre", "fim_suf", "fim_mid", "fim_pad", "fim_rep", "fim_sep"))
+        (
+            "bos",
+            "eos",
+            "eot",
+            "eom",
+            "unk",
+            "sep",
+            "pad",
+            "mask",
+            "fim_pre",
+            "fim_suf",
+            "fim_mid",
+            "fim_pad",
+            "fim_rep",
+            "fim_sep",
+        )
+    )
     v_kw: dict[str, Any] = {}
     merges: dict[str, int] = {}
     if model == "llama":
@@ -254,8 +235,9 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
         vtype = VocabType.BPE
         if KEY + "merges" not in md:
             raise ValueError("GGUF tokenizer: BPE vocabulary without tokenizer.ggml.merges")
-        for rank, m in enumerate(md[KEY + "merges"]):
-            merges.setdefault(m, rank)  # llama.cpp keeps the first of duplicate merges
+        lines = md[KEY + "merges"]
+        # reversed so that, as in llama.cpp, the first of duplicate merges keeps its rank
+        merges = dict(zip(reversed(lines), range(len(lines) - 1, -1, -1), strict=True))
         if model == "gpt2":
             ids.update(bos=11, eos=11)
         else:
@@ -265,24 +247,36 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
         pre, opts = PRE_TOKENIZERS[pre_name or "default"]
         if pre in ("kimi-k2", "whitespace"):
             raise NotImplementedError(f"GGUF tokenizer: pre-tokenizer '{pre_name}' not supported")
-        v_kw.update(escape_whitespaces="escape_ws" in opts, clean_spaces="keep_spaces" not in opts,
-                    ignore_merges="ignore_merges" in opts, add_bos="add_bos" in opts,
-                    add_sep="add_sep" in opts, byte_encode=pre != "gemma4")
+        v_kw.update(
+            escape_whitespaces="escape_ws" in opts,
+            clean_spaces="keep_spaces" not in opts,
+            ignore_merges="ignore_merges" in opts,
+            add_bos="add_bos" in opts,
+            add_sep="add_sep" in opts,
+            byte_encode=pre != "gemma4",
+        )
         if "no_bos" in opts:
             ids["bos"] = None
     else:
-        raise NotImplementedError(f"GGUF tokenizer model '{model}' is not supported "
-                                  "(supported: llama, gpt2, gemma4, bert)")
-    for name, flag in (("add_space_prefix", "add_space_prefix"),
-                       ("remove_extra_whitespaces", "remove_extra_whitespaces")):
+        raise NotImplementedError(
+            f"GGUF tokenizer model '{model}' is not supported "
+            "(supported: llama, gpt2, gemma4, bert)"
+        )
+    for name, flag in (
+        ("add_space_prefix", "add_space_prefix"),
+        ("remove_extra_whitespaces", "remove_extra_whitespaces"),
+    ):
         if KEY + name in md:
             v_kw[flag] = bool(md[KEY + name])
 
     scores = [float(s) for s in md.get(KEY + "scores", [])] or [0.0] * n
     types = md.get(KEY + "token_type")
-    attrs = [_TYPE_TO_ATTR.get(int(t), TokenAttr.UNDEFINED) for t in types] if types \
+    attrs = (
+        [TYPE_TO_ATTR.get(int(t), TokenAttr.UNDEFINED) for t in types]
+        if types
         else [TokenAttr.NORMAL] * n
-    token_to_id = {t: i for i, t in enumerate(tokens)}
+    )
+    token_to_id = dict(zip(tokens, range(n), strict=True))
 
     for name in list(ids):  # a default outside the vocabulary is dropped
         if ids[name] is not None and ids[name] >= n:
@@ -291,8 +285,11 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
         val = _int_or_none(md.get(KEY + suffix))
         if val is not None and 0 <= val < n:
             ids[name] = val
-    for name, flag in (("add_bos_token", "add_bos"), ("add_eos_token", "add_eos"),
-                       ("add_sep_token", "add_sep")):
+    for name, flag in (
+        ("add_bos_token", "add_bos"),
+        ("add_eos_token", "add_eos"),
+        ("add_sep_token", "add_sep"),
+    ):
         if KEY + name in md:
             v_kw[flag] = bool(md[KEY + name])
     if pre == "gemma4":
@@ -300,72 +297,22 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
     v_kw["lowercase"] = bool(md.get(KEY + "normalizer.lowercase", True))
     v_kw["strip_accents"] = bool(md.get(KEY + "normalizer.strip_accents", v_kw["lowercase"]))
 
-    eog = _special_attrs(tokens, token_to_id, attrs, ids)
-    _model_attrs(md, pre_name, token_to_id, attrs)
-    specials = sorted((i for i in range(n) if attrs[i] & (_SPECIAL | TokenAttr.USER_DEFINED)),
-                      key=lambda i: -len(_to_bytes(tokens[i])))
-    return Vocab(type=vtype, pre=pre, tokens=tokens, scores=scores, attrs=attrs,
-                 token_to_id=token_to_id, merges=merges, ids=ids, eog_ids=frozenset(eog),
-                 special_tokens=specials, **v_kw)
-
-
-def _special_attrs(tokens: list[str], token_to_id: dict[str, int], attrs: list[TokenAttr],
-                   ids: dict[str, int | None]) -> set[int]:
-    """Auto-detected eot/eom/fim ids, the UNUSED/CONTROL fix-ups and the EOG set."""
-    for name, texts in _AUTODETECT.items():
-        if ids[name] is not None:
-            continue
-        for t in texts:
-            if t in token_to_id:
-                ids[name] = i = token_to_id[t]
-                attrs[i] |= TokenAttr.CONTROL
-                break
-    for i, a in enumerate(attrs):
-        if a & TokenAttr.CONTROL and "unused" in tokens[i]:
-            attrs[i] = a | TokenAttr.UNUSED
-    eog = {ids[k] for k in ("fim_pad", "fim_rep", "fim_sep") if ids[k] is not None}
-    for t in _EOG_TEXTS:
-        if t in token_to_id:
-            i = token_to_id[t]
-            eog.add(i)
-            attrs[i] |= TokenAttr.CONTROL
-    for t in _ALWAYS_RENDERED:
-        if t in token_to_id:
-            attrs[token_to_id[t]] = TokenAttr.USER_DEFINED
-    eog |= {ids[k] for k in ("eos", "eot", "eom") if ids[k] is not None}
-    texts = {tokens[i]: i for i in eog}
-    # o200k_harmony / solar-open: "<|end|>" ends a message, not the generation
-    if "<|end|>" in texts and (("<|return|>" in texts and "<|call|>" in texts)
-                               or ("<|calls|>" in texts and "<|flush|>" in texts)):
-        eog.discard(texts["<|end|>"])
-        attrs[texts["<|end|>"]] = TokenAttr.USER_DEFINED
-    # gemma4 / plamo: "</s>" is an ordinary token there
-    if "</s>" in texts and ("<|tool_response>" in texts or "<|plamo:eos|>" in texts):
-        eog.discard(texts["</s>"])
-        attrs[texts["</s>"]] = TokenAttr.NORMAL
-    return eog
-
-
-def _model_attrs(md: Mapping[str, Any], pre_name: str, token_to_id: dict[str, int],
-                 attrs: list[TokenAttr]) -> None:
-    """Per-model LSTRIP/RSTRIP tweaks at the end of llama_vocab::impl::load."""
-    name = str(md.get("general.name", "")).lower()
-    arch = str(md.get("general.architecture", ""))
-
-    def set_attr(text: str, attr: TokenAttr, value: bool) -> None:
-        i = token_to_id[text]
-        attrs[i] = attrs[i] | attr if value else attrs[i] & ~attr
-
-    if any(s in pre_name for s in ("jina-v2-de", "jina-v2-es", "jina-v2-code")) or any(
-            s in arch for s in ("nomic-bert-moe", "jina-bert-v3")):
-        if "<mask>" in token_to_id:
-            set_attr("<mask>", TokenAttr.LSTRIP, True)
-    elif "phi-3" in name or "phi3" in name:
-        for i, a in enumerate(attrs):
-            if a & (_SPECIAL | TokenAttr.USER_DEFINED):
-                attrs[i] = a | TokenAttr.RSTRIP
-        set_attr("</s>", TokenAttr.RSTRIP, True)
-        for t in ("<unk>", "<s>", "<|endoftext|>"):
-            set_attr(t, TokenAttr.RSTRIP, False)
-    elif "modern-bert" in name and "[MASK]" in token_to_id:
-        set_attr("[MASK]", TokenAttr.LSTRIP, True)
+    eog = special_attrs(tokens, token_to_id, attrs, ids)
+    model_attrs(md, pre_name, token_to_id, attrs)
+    specials = sorted(
+        (i for i in range(n) if attrs[i] & (SPECIAL | TokenAttr.USER_DEFINED)),
+        key=lambda i: -len(_to_bytes(tokens[i])),
+    )
+    return Vocab(
+        type=vtype,
+        pre=pre,
+        tokens=tokens,
+        scores=scores,
+        attrs=attrs,
+        token_to_id=token_to_id,
+        merges=merges,
+        ids=ids,
+        eog_ids=frozenset(eog),
+        special_tokens=specials,
+        **v_kw,
+    )

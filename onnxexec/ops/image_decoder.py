@@ -21,11 +21,12 @@ def image_decoder(encoded_stream: np.ndarray, *, pixel_format: str = "RGB") -> n
     pixel_format RGB or BGR gives three channels, Grayscale one.
     """
     if pixel_format not in ("RGB", "BGR", "Grayscale"):
-        raise ValueError(f"ImageDecoder: pixel_format must be RGB, BGR or Grayscale, got '{pixel_format}'")
-    if encoded_stream.dtype != np.uint8 or encoded_stream.ndim != 1:
         raise ValueError(
-            f"ImageDecoder: expected a 1-D uint8 tensor, got {encoded_stream.dtype}{list(encoded_stream.shape)}"
+            f"ImageDecoder: pixel_format must be RGB, BGR or Grayscale, got '{pixel_format}'"
         )
+    if encoded_stream.dtype != np.uint8 or encoded_stream.ndim != 1:
+        got = f"{encoded_stream.dtype}{list(encoded_stream.shape)}"
+        raise ValueError(f"ImageDecoder: expected a 1-D uint8 tensor, got {got}")
     try:
         from PIL import Image
     except ImportError:

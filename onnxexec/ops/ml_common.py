@@ -69,53 +69,6 @@ def probit(x: np.ndarray) -> np.ndarray:
     return p.astype(x.dtype, copy=False)
 
 
-_TRANSFORMS: Final = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
-
-# How a lone binary score becomes two columns (onnxruntime's `add_second_class`):
-# -1 leave it alone, 0/1 (all weights positive) -> [1 - p, p] with p = s, or
-# p = logistic(s) under LOGISTIC,
-# 2/3 (mixed-sign weights) -> [-s, s], or [logistic(-s), logistic(s)] under LOGISTIC.
-SECOND_CLASS_NONE: Final = -1
-
-
-def logistic(x: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-x)) computed from |x| so large inputs never overflow."""
-    v = 1 / (1 + np.exp(-np.abs(x)))
-    return np.where(x < 0, 1 - v, v).astype(x.dtype, copy=False)
-
-
-def softmax(s: np.ndarray) -> np.ndarray:
-    """Row-wise softmax of a (N, C) score matrix."""
-    e = np.exp(s - s.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def softmax_zero(s: np.ndarray) -> np.ndarray:
-    """Row-wise softmax that maps scores within 1e-7 of zero to ~0 instead of exp(0)."""
-    v_max = s.max(axis=1, keepdims=True)
-    nonzero = np.abs(s) > 1e-7
-    e = np.where(nonzero, np.exp(s - v_max), s * np.exp(-v_max))
-    total = np.where(nonzero, e, 0).sum(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return e / total
-
-
-def erf_inv(x: np.ndarray) -> np.ndarray:
-    """Winitzki's closed-form erf^-1 approximation, as in onnxruntime's ErfInv."""
-    sgn = np.where(x < 0, -1.0, 1.0).astype(x.dtype)
-    w = (1 - x) * (1 + x)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log = np.log(w)
-        v = x.dtype.type(2 / (np.pi * 0.147)) + x.dtype.type(0.5) * log
-        v2 = x.dtype.type(1 / 0.147) * log
-        return sgn * np.sqrt(-v + np.sqrt(v * v - v2))
-
-
-def probit(x: np.ndarray) -> np.ndarray:
-    """sqrt(2) * erf^-1(2x - 1): the inverse of the standard normal CDF."""
-    return (x.dtype.type(np.sqrt(2)) * erf_inv(2 * x - 1)).astype(x.dtype, copy=False)
-
-
 _TRANSFORMS: Final[dict[str, Callable[[np.ndarray], np.ndarray]]] = {
     "NONE": lambda s: s,
     "LOGISTIC": logistic,
@@ -136,7 +89,9 @@ def transform_scores(scores: np.ndarray, post_transform: str) -> np.ndarray:
         return _TRANSFORMS[post_transform](scores).astype(scores.dtype, copy=False)
 
 
-def expand_binary(score: np.ndarray, post_transform: str, second_class: np.ndarray | int) -> np.ndarray:
+def expand_binary(
+    score: np.ndarray, post_transform: str, second_class: np.ndarray | int
+) -> np.ndarray:
     """(N,) lone binary scores -> (N, 2) rows, per onnxruntime's write_scores.
 
     PROBIT transforms the score in column 0 and leaves column 1 at zero; otherwise
@@ -181,8 +136,9 @@ def as_rows(x: np.ndarray, op: str) -> np.ndarray:
     return x
 
 
-def floats_or_tensor(plain: Sequence[float] | None, tensor: np.ndarray | None,
-                     dtype: Any = np.float32) -> np.ndarray | None:
+def floats_or_tensor(
+    plain: Sequence[float] | None, tensor: np.ndarray | None, dtype: Any = np.float32
+) -> np.ndarray | None:
     """An attribute given either as FLOATS or as its *_as_tensor variant."""
     if tensor is not None:
         return np.asarray(tensor).reshape(-1)

@@ -7,7 +7,7 @@ value model); string tensors are object arrays of str.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -58,12 +58,20 @@ def _pick(*candidates: Any) -> Any:
 
 @op("LabelEncoder", since=4, domain=ML)
 def label_encoder(
-    x: np.ndarray, *, default_float: float = -0.0, default_int64: int = -1,
-    default_string: str = "_Unused", default_tensor: np.ndarray | None = None,
-    keys_floats: Sequence[float] | None = None, keys_int64s: Sequence[int] | None = None,
-    keys_strings: Sequence[str] | None = None, keys_tensor: np.ndarray | None = None,
-    values_floats: Sequence[float] | None = None, values_int64s: Sequence[int] | None = None,
-    values_strings: Sequence[str] | None = None, values_tensor: np.ndarray | None = None,
+    x: np.ndarray,
+    *,
+    default_float: float = -0.0,
+    default_int64: int = -1,
+    default_string: str = "_Unused",
+    default_tensor: np.ndarray | None = None,
+    keys_floats: Sequence[float] | None = None,
+    keys_int64s: Sequence[int] | None = None,
+    keys_strings: Sequence[str] | None = None,
+    keys_tensor: np.ndarray | None = None,
+    values_floats: Sequence[float] | None = None,
+    values_int64s: Sequence[int] | None = None,
+    values_strings: Sequence[str] | None = None,
+    values_tensor: np.ndarray | None = None,
 ) -> np.ndarray:
     """Map each element through keys_* -> values_*; the values' type is the output type.
 
@@ -72,7 +80,9 @@ def label_encoder(
     """
     keys = _pick(keys_tensor, keys_floats, keys_int64s, keys_strings)
     if keys is None:
-        raise ValueError("LabelEncoder: one of keys_tensor/keys_floats/keys_int64s/keys_strings is required")
+        raise ValueError(
+            "LabelEncoder: one of keys_tensor/keys_floats/keys_int64s/keys_strings is required"
+        )
     if keys_tensor is not None:
         k = np.asarray(keys_tensor).reshape(-1)
     elif keys is keys_floats:
@@ -98,11 +108,16 @@ def label_encoder(
     elif _pick(values_strings) is not None:
         v, default = np.array(list(values_strings or ()), dtype=object), default_string
     else:
-        raise ValueError("LabelEncoder: one of values_tensor/values_floats/values_int64s/values_strings is required")
+        raise ValueError(
+            "LabelEncoder: one of values_tensor/values_floats/values_int64s/values_strings "
+            "is required"
+        )
     if k.shape[0] != v.shape[0]:
         raise ValueError(f"LabelEncoder: {k.shape[0]} keys but {v.shape[0]} values")
     if (x.dtype == object) != (k.dtype == object):
-        raise TypeError(f"LabelEncoder: input of type {x.dtype} does not match keys of type {k.dtype}")
+        raise TypeError(
+            f"LabelEncoder: input of type {x.dtype} does not match keys of type {k.dtype}"
+        )
     if x.dtype != object:
         k = k.astype(x.dtype)
     return _lookup(x, k, v, default)
@@ -110,23 +125,41 @@ def label_encoder(
 
 @op("LabelEncoder", since=2, domain=ML)
 def label_encoder_v2(
-    x: np.ndarray, *, default_float: float = -0.0, default_int64: int = -1,
-    default_string: str = "_Unused", keys_floats: Sequence[float] | None = None,
-    keys_int64s: Sequence[int] | None = None, keys_strings: Sequence[str] | None = None,
-    values_floats: Sequence[float] | None = None, values_int64s: Sequence[int] | None = None,
+    x: np.ndarray,
+    *,
+    default_float: float = -0.0,
+    default_int64: int = -1,
+    default_string: str = "_Unused",
+    keys_floats: Sequence[float] | None = None,
+    keys_int64s: Sequence[int] | None = None,
+    keys_strings: Sequence[str] | None = None,
+    values_floats: Sequence[float] | None = None,
+    values_int64s: Sequence[int] | None = None,
     values_strings: Sequence[str] | None = None,
 ) -> np.ndarray:
     """Opsets 2-3: keys_*/values_* lists only (string, int64, float)."""
     return label_encoder(
-        x, default_float=default_float, default_int64=default_int64, default_string=default_string,
-        keys_floats=keys_floats, keys_int64s=keys_int64s, keys_strings=keys_strings,
-        values_floats=values_floats, values_int64s=values_int64s, values_strings=values_strings,
+        x,
+        default_float=default_float,
+        default_int64=default_int64,
+        default_string=default_string,
+        keys_floats=keys_floats,
+        keys_int64s=keys_int64s,
+        keys_strings=keys_strings,
+        values_floats=values_floats,
+        values_int64s=values_int64s,
+        values_strings=values_strings,
     )
 
 
 @op("LabelEncoder", since=1, domain=ML)
-def label_encoder_v1(x: np.ndarray, *, classes_strings: Sequence[str] | None = None,
-                     default_int64: int = -1, default_string: str = "_Unused") -> np.ndarray:
+def label_encoder_v1(
+    x: np.ndarray,
+    *,
+    classes_strings: Sequence[str] | None = None,
+    default_int64: int = -1,
+    default_string: str = "_Unused",
+) -> np.ndarray:
     """Opset 1: string -> its index in classes_strings, or int64 index -> string."""
     classes = np.array(list(classes_strings or ()), dtype=object)
     index = np.arange(classes.shape[0], dtype=np.int64)
@@ -136,9 +169,14 @@ def label_encoder_v1(x: np.ndarray, *, classes_strings: Sequence[str] | None = N
 
 
 @op("CategoryMapper", since=1, domain=ML)
-def category_mapper(x: np.ndarray, *, cats_int64s: Sequence[int] | None = None,
-                    cats_strings: Sequence[str] | None = None, default_int64: int = -1,
-                    default_string: str = "_Unused") -> np.ndarray:
+def category_mapper(
+    x: np.ndarray,
+    *,
+    cats_int64s: Sequence[int] | None = None,
+    cats_strings: Sequence[str] | None = None,
+    default_int64: int = -1,
+    default_string: str = "_Unused",
+) -> np.ndarray:
     """string -> int64 through cats_strings[i] -> cats_int64s[i], or int64 -> string."""
     ints = np.asarray(cats_int64s or (), dtype=np.int64)
     strs = np.array(list(cats_strings or ()), dtype=object)
@@ -150,8 +188,13 @@ def category_mapper(x: np.ndarray, *, cats_int64s: Sequence[int] | None = None,
 
 
 @op("OneHotEncoder", since=1, domain=ML)
-def one_hot_encoder(x: np.ndarray, *, cats_int64s: Sequence[int] | None = None,
-                    cats_strings: Sequence[str] | None = None, zeros: int = 1) -> np.ndarray:
+def one_hot_encoder(
+    x: np.ndarray,
+    *,
+    cats_int64s: Sequence[int] | None = None,
+    cats_strings: Sequence[str] | None = None,
+    zeros: int = 1,
+) -> np.ndarray:
     """X (...) -> (..., n_cats) float32 with a 1 at each value's category.
 
     Numeric inputs are truncated to int64 first; zeros=0 makes an unknown value an error.
@@ -176,9 +219,12 @@ def one_hot_encoder(x: np.ndarray, *, cats_int64s: Sequence[int] | None = None,
 
 
 @op("DictVectorizer", since=1, domain=ML)
-def dict_vectorizer(x: Mapping[Any, Any] | Sequence[Mapping[Any, Any]], *,
-                    int64_vocabulary: Sequence[int] | None = None,
-                    string_vocabulary: Sequence[str] | None = None) -> np.ndarray:
+def dict_vectorizer(
+    x: Mapping[Any, Any] | Sequence[Mapping[Any, Any]],
+    *,
+    int64_vocabulary: Sequence[int] | None = None,
+    string_vocabulary: Sequence[str] | None = None,
+) -> np.ndarray:
     """map(key -> value) -> (1, len(vocabulary)) in vocabulary order, absent keys 0.
 
     A list of maps gives one row per map.
@@ -192,8 +238,11 @@ def dict_vectorizer(x: Mapping[Any, Any] | Sequence[Mapping[Any, Any]], *,
         dtype: Any = object
         zero: Any = ""
     else:
-        dtype = np.asarray(sample).dtype if isinstance(sample, np.generic) else (
-            np.int64 if isinstance(sample, int | np.integer) else np.float32)
+        dtype = (
+            np.asarray(sample).dtype
+            if isinstance(sample, np.generic)
+            else (np.int64 if isinstance(sample, int | np.integer) else np.float32)
+        )
         zero = 0
     out = np.full((len(maps), len(vocab)), zero, dtype=dtype)
     pos = {k: i for i, k in enumerate(vocab)}
@@ -205,28 +254,36 @@ def dict_vectorizer(x: Mapping[Any, Any] | Sequence[Mapping[Any, Any]], *,
     return out
 
 
-def _float_to_string(v: float) -> str:
-    """C++ std::to_string(float): fixed notation with six decimals."""
-    return f"{float(np.float32(v)):.6f}"
+def _to_string(v: Any) -> str:
+    """Strings pass through; floats print as C++ std::to_string(float) does ("%f")."""
+    return v if isinstance(v, str) else f"{float(np.float32(v)):.6f}"
+
+
+def _to_int64(v: Any) -> int:
+    """Through float32 and truncation, like onnxruntime's static_cast<int64_t>(float)."""
+    return int(np.float32(v))
 
 
 @op("CastMap", since=1, domain=ML)
-def cast_map(x: Mapping[int, Any], *, cast_to: str = "TO_FLOAT", map_form: str = "DENSE",
-             max_map: int = 1) -> np.ndarray:
+def cast_map(
+    x: Mapping[int, Any], *, cast_to: str = "TO_FLOAT", map_form: str = "DENSE", max_map: int = 1
+) -> np.ndarray:
     """map(int64 -> string|float) -> (1, n) tensor of the values in key order.
 
     DENSE: n = len(map). SPARSE: n = max_map, value at position key, other slots
     padded with 0 (or "0.f" for strings, as onnxruntime does).
     """
+    conv: Callable[[Any], Any]
     if cast_to == "TO_FLOAT":
-        conv, dtype, pad = (lambda v: np.float32(v)), np.float32, np.float32(0)
+        conv, dtype, pad = np.float32, np.float32, np.float32(0)
     elif cast_to == "TO_INT64":
-        conv, dtype, pad = (lambda v: int(np.float32(v))), np.int64, 0
+        conv, dtype, pad = _to_int64, np.int64, 0
     elif cast_to == "TO_STRING":
-        conv = (lambda v: v if isinstance(v, str) else _float_to_string(v))
-        dtype, pad = object, "0.f"
+        conv, dtype, pad = _to_string, object, "0.f"
     else:
-        raise ValueError(f"CastMap: cast_to must be TO_FLOAT, TO_STRING or TO_INT64, got '{cast_to}'")
+        raise ValueError(
+            f"CastMap: cast_to must be TO_FLOAT, TO_STRING or TO_INT64, got '{cast_to}'"
+        )
     items = sorted((int(k), v) for k, v in x.items())
     if map_form == "DENSE":
         return np.array([conv(v) for _, v in items], dtype=dtype).reshape(1, -1)
@@ -242,11 +299,18 @@ def cast_map(x: Mapping[int, Any], *, cast_to: str = "TO_FLOAT", map_form: str =
 
 
 @op("ZipMap", since=1, domain=ML)
-def zip_map(x: np.ndarray, *, classlabels_int64s: Sequence[int] | None = None,
-            classlabels_strings: Sequence[str] | None = None) -> list[dict[Any, float]]:
+def zip_map(
+    x: np.ndarray,
+    *,
+    classlabels_int64s: Sequence[int] | None = None,
+    classlabels_strings: Sequence[str] | None = None,
+) -> list[dict[Any, float]]:
     """(N, C) scores -> list of N dicts {class label: score}."""
-    labels: list[Any] = list(classlabels_strings) if classlabels_strings else [
-        int(v) for v in (classlabels_int64s or ())]
+    labels: list[Any] = (
+        list(classlabels_strings)
+        if classlabels_strings
+        else [int(v) for v in (classlabels_int64s or ())]
+    )
     if not labels:
         raise ValueError("ZipMap: one of classlabels_int64s / classlabels_strings is required")
     rows = x.reshape(1, -1) if x.ndim == 1 else x

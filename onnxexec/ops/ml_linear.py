@@ -24,8 +24,13 @@ from onnxexec.ops.registry import op
 ML: Final = "ai.onnx.ml"
 
 
-def _scores(x: np.ndarray, coefficients: Sequence[float], intercepts: Sequence[float] | None,
-            n_targets: int, op_name: str) -> np.ndarray:
+def _scores(
+    x: np.ndarray,
+    coefficients: Sequence[float],
+    intercepts: Sequence[float] | None,
+    n_targets: int,
+    op_name: str,
+) -> np.ndarray:
     """(N, F) @ coefficients(n_targets, F)^T + intercepts -> (N, n_targets) float32."""
     rows = as_rows(x, op_name).astype(np.float32)
     coef = np.asarray(coefficients, dtype=np.float32)
@@ -42,9 +47,14 @@ def _scores(x: np.ndarray, coefficients: Sequence[float], intercepts: Sequence[f
 
 @op("LinearClassifier", since=1, domain=ML)
 def linear_classifier(
-    x: np.ndarray, *, classlabels_ints: Sequence[int] | None = None,
-    classlabels_strings: Sequence[str] | None = None, coefficients: Sequence[float],
-    intercepts: Sequence[float] | None = None, multi_class: int = 0, post_transform: str = "NONE",
+    x: np.ndarray,
+    *,
+    classlabels_ints: Sequence[int] | None = None,
+    classlabels_strings: Sequence[str] | None = None,
+    coefficients: Sequence[float],
+    intercepts: Sequence[float] | None = None,
+    multi_class: int = 0,
+    post_transform: str = "NONE",
 ) -> tuple[np.ndarray, np.ndarray]:
     """(N, F) -> labels (N,), scores (N, C) float32.
 
@@ -70,7 +80,9 @@ def linear_classifier(
             return lab, expand_binary(s[:, 0], post_transform, 1)
         return lab, probit(s) if post_transform == "PROBIT" else s
     if len(labels) < n_targets:
-        raise ValueError(f"LinearClassifier: {n_targets} score columns but {len(labels)} class labels")
+        raise ValueError(
+            f"LinearClassifier: {n_targets} score columns but {len(labels)} class labels"
+        )
     best = np.argmax(s, axis=1)
     lab = np.array(labels, dtype=object if strings else np.int64)[best]
     return lab, transform_scores(s, post_transform)
@@ -78,8 +90,12 @@ def linear_classifier(
 
 @op("LinearRegressor", since=1, domain=ML)
 def linear_regressor(
-    x: np.ndarray, *, coefficients: Sequence[float] | None = None,
-    intercepts: Sequence[float] | None = None, post_transform: str = "NONE", targets: int = 1,
+    x: np.ndarray,
+    *,
+    coefficients: Sequence[float] | None = None,
+    intercepts: Sequence[float] | None = None,
+    post_transform: str = "NONE",
+    targets: int = 1,
 ) -> np.ndarray:
     """(N, F) -> (N, targets) float32 = X @ coefficients^T + intercepts.
 

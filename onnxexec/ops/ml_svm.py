@@ -30,8 +30,13 @@ ML: Final = "ai.onnx.ml"
 _KERNELS: Final = ("LINEAR", "POLY", "RBF", "SIGMOID")
 
 
-def _kernel(x: np.ndarray, vectors: np.ndarray, kernel_type: str,
-            params: Sequence[float] | None, linear_c: float = 0.0) -> np.ndarray:
+def _kernel(
+    x: np.ndarray,
+    vectors: np.ndarray,
+    kernel_type: str,
+    params: Sequence[float] | None,
+    linear_c: float = 0.0,
+) -> np.ndarray:
     """(N, F) x (V, F) -> (N, V) kernel values, float32.
 
     kernel_params = (gamma, coef0, degree). LINEAR adds `linear_c` (rho[0] in
@@ -39,7 +44,7 @@ def _kernel(x: np.ndarray, vectors: np.ndarray, kernel_type: str,
     """
     if kernel_type not in _KERNELS:
         raise ValueError(f"unknown kernel_type '{kernel_type}', expected one of {_KERNELS}")
-    gamma, coef0, degree = (tuple(params) + (0.0, 0.0, 0.0))[:3] if params else (0.0, 0.0, 0.0)
+    gamma, coef0, degree = (*tuple(params or ()), 0.0, 0.0, 0.0)[:3]
     x64 = x.astype(np.float64)
     v64 = vectors.astype(np.float64)
     if kernel_type == "RBF":
@@ -91,14 +96,19 @@ def _couple(r: np.ndarray) -> np.ndarray:
                 diff = (-qp[:, i] + pqp) / q[:, i, i]
                 diff = np.where(active, diff, f(0))
                 p[:, i] += diff
-                pqp = (pqp + diff * (diff * q[:, i, i] + f(2) * qp[:, i])) / (f(1) + diff) / (f(1) + diff)
+                pqp = (
+                    (pqp + diff * (diff * q[:, i, i] + f(2) * qp[:, i]))
+                    / (f(1) + diff)
+                    / (f(1) + diff)
+                )
                 qp = (qp + diff[:, None] * q[:, i, :]) / (f(1) + diff)[:, None]
                 p = p / (f(1) + diff)[:, None]
     return p
 
 
-def _pair_scores(kernels: np.ndarray, coef: np.ndarray, rho: np.ndarray,
-                 per_class: Sequence[int]) -> np.ndarray:
+def _pair_scores(
+    kernels: np.ndarray, coef: np.ndarray, rho: np.ndarray, per_class: Sequence[int]
+) -> np.ndarray:
     """One-vs-one decision values (N, K(K-1)/2) in libsvm's pair order (0,1), (0,2)..."""
     k = len(per_class)
     starts = np.concatenate([[0], np.cumsum(per_class)]).astype(np.int64)
@@ -118,12 +128,19 @@ def _pair_scores(kernels: np.ndarray, coef: np.ndarray, rho: np.ndarray,
 
 @op("SVMClassifier", since=1, domain=ML)
 def svm_classifier(
-    x: np.ndarray, *, classlabels_ints: Sequence[int] | None = None,
-    classlabels_strings: Sequence[str] | None = None, coefficients: Sequence[float] | None = None,
-    kernel_params: Sequence[float] | None = None, kernel_type: str = "LINEAR",
-    post_transform: str = "NONE", prob_a: Sequence[float] | None = None,
-    prob_b: Sequence[float] | None = None, rho: Sequence[float] | None = None,
-    support_vectors: Sequence[float] | None = None, vectors_per_class: Sequence[int] | None = None,
+    x: np.ndarray,
+    *,
+    classlabels_ints: Sequence[int] | None = None,
+    classlabels_strings: Sequence[str] | None = None,
+    coefficients: Sequence[float] | None = None,
+    kernel_params: Sequence[float] | None = None,
+    kernel_type: str = "LINEAR",
+    post_transform: str = "NONE",
+    prob_a: Sequence[float] | None = None,
+    prob_b: Sequence[float] | None = None,
+    rho: Sequence[float] | None = None,
+    support_vectors: Sequence[float] | None = None,
+    vectors_per_class: Sequence[int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(N, F) -> labels (N,), scores (N, C) float32.
 
@@ -146,7 +163,9 @@ def svm_classifier(
         weight = s[np.arange(s.shape[0]), best]
         return _binary_or_multi(labels, best, weight, s, have_proba, coef, post_transform, None)
     if len(per_class) != k:
-        raise ValueError(f"SVMClassifier: vectors_per_class has {len(per_class)} entries for {k} classes")
+        raise ValueError(
+            f"SVMClassifier: vectors_per_class has {len(per_class)} entries for {k} classes"
+        )
     n_vec = sum(per_class)
     sv = np.asarray(support_vectors or (), dtype=np.float32).reshape(n_vec, -1)
     kern = _kernel(rows, sv, kernel_type, kernel_params)
@@ -179,9 +198,16 @@ def svm_classifier(
     return _binary_or_multi(labels, best, weight, pairs, False, coef, post_transform, second)
 
 
-def _binary_or_multi(labels: np.ndarray, best: np.ndarray, weight: np.ndarray, scores: np.ndarray,
-                     have_proba: bool, coef: np.ndarray, post_transform: str,
-                     second: int | None) -> tuple[np.ndarray, np.ndarray]:
+def _binary_or_multi(
+    labels: np.ndarray,
+    best: np.ndarray,
+    weight: np.ndarray,
+    scores: np.ndarray,
+    have_proba: bool,
+    coef: np.ndarray,
+    post_transform: str,
+    second: int | None,
+) -> tuple[np.ndarray, np.ndarray]:
     """onnxruntime's ChooseClass for two classes, argmax label otherwise; then scores."""
     if labels.shape[0] == 2 and not have_proba:
         all_pos = bool((coef >= 0).all())
@@ -199,10 +225,16 @@ def _binary_or_multi(labels: np.ndarray, best: np.ndarray, weight: np.ndarray, s
 
 @op("SVMRegressor", since=1, domain=ML)
 def svm_regressor(
-    x: np.ndarray, *, coefficients: Sequence[float] | None = None,
-    kernel_params: Sequence[float] | None = None, kernel_type: str = "LINEAR",
-    n_supports: int = 0, one_class: int = 0, post_transform: str = "NONE",
-    rho: Sequence[float] | None = None, support_vectors: Sequence[float] | None = None,
+    x: np.ndarray,
+    *,
+    coefficients: Sequence[float] | None = None,
+    kernel_params: Sequence[float] | None = None,
+    kernel_type: str = "LINEAR",
+    n_supports: int = 0,
+    one_class: int = 0,
+    post_transform: str = "NONE",
+    rho: Sequence[float] | None = None,
+    support_vectors: Sequence[float] | None = None,
 ) -> np.ndarray:
     """(N, F) -> (N, 1) float32: sum_v coef[v] * K(x, sv[v]) + rho[0].
 

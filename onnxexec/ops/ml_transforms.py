@@ -58,21 +58,28 @@ def feature_vectorizer(*xs: np.ndarray, inputdimensions: Sequence[int] | None = 
         if rows.shape[0] != n:
             raise ValueError(f"FeatureVectorizer: inputs have {rows.shape[0]} and {n} rows")
         w = min(d, rows.shape[1])
-        out[:, col:col + w] = rows[:, :w]
+        out[:, col : col + w] = rows[:, :w]
         col += d
     return out
 
 
 @op("Imputer", since=1, domain=ML)
 def imputer(
-    x: np.ndarray, *, imputed_value_floats: Sequence[float] | None = None,
-    imputed_value_int64s: Sequence[int] | None = None, replaced_value_float: float = 0.0,
+    x: np.ndarray,
+    *,
+    imputed_value_floats: Sequence[float] | None = None,
+    imputed_value_int64s: Sequence[int] | None = None,
+    replaced_value_float: float = 0.0,
     replaced_value_int64: int = 0,
 ) -> np.ndarray:
-    """Replace `replaced_value_*` (NaN when it is NaN) with the per-feature (or single) imputed value."""
+    """Replace replaced_value_* (NaN: every NaN) by the per-feature or single imputed value."""
     if x.dtype.kind == "f":
         values = np.asarray(imputed_value_floats or (), dtype=x.dtype)
-        hit = np.isnan(x) if np.isnan(replaced_value_float) else x == x.dtype.type(replaced_value_float)
+        hit = (
+            np.isnan(x)
+            if np.isnan(replaced_value_float)
+            else x == x.dtype.type(replaced_value_float)
+        )
     else:
         values = np.asarray(imputed_value_int64s or (), dtype=x.dtype)
         hit = x == replaced_value_int64
@@ -106,8 +113,9 @@ def normalizer(x: np.ndarray, *, norm: str = "MAX") -> np.ndarray:
 
 
 @op("Scaler", since=1, domain=ML)
-def scaler(x: np.ndarray, *, offset: Sequence[float] | None = None,
-           scale: Sequence[float] | None = None) -> np.ndarray:
+def scaler(
+    x: np.ndarray, *, offset: Sequence[float] | None = None, scale: Sequence[float] | None = None
+) -> np.ndarray:
     """(x - offset) * scale -> float32; offset/scale are per feature or a single value."""
     v = x.astype(np.float32)
     c = v.shape[-1] if v.ndim else 1

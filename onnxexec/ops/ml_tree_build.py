@@ -14,8 +14,16 @@ import numpy as np
 
 from onnxexec.kernels.trees import LEAF, MEMBER, Forest
 
-_MODES: Final = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3,
-                 "BRANCH_EQ": 4, "BRANCH_NEQ": 5, "BRANCH_MEMBER": MEMBER, "LEAF": LEAF}
+_MODES: Final = {
+    "BRANCH_LEQ": 0,
+    "BRANCH_LT": 1,
+    "BRANCH_GTE": 2,
+    "BRANCH_GT": 3,
+    "BRANCH_EQ": 4,
+    "BRANCH_NEQ": 5,
+    "BRANCH_MEMBER": MEMBER,
+    "LEAF": LEAF,
+}
 _CACHE_SIZE: Final = 32
 _cache: dict[tuple[int, ...], tuple[tuple[Any, ...], Any]] = {}
 
@@ -40,11 +48,22 @@ def _i64(v: Sequence[int] | np.ndarray | None, n: int | None = None) -> np.ndarr
     return a
 
 
-def _finish(roots: np.ndarray, feature: np.ndarray, threshold: np.ndarray, mode: np.ndarray,
-            true_child: np.ndarray, false_child: np.ndarray, missing: np.ndarray,
-            member_start: np.ndarray, member_end: np.ndarray, members: np.ndarray,
-            weight_node: np.ndarray, weight_target: np.ndarray, weight_value: np.ndarray,
-            n_targets: int) -> Forest:
+def _finish(
+    roots: np.ndarray,
+    feature: np.ndarray,
+    threshold: np.ndarray,
+    mode: np.ndarray,
+    true_child: np.ndarray,
+    false_child: np.ndarray,
+    missing: np.ndarray,
+    member_start: np.ndarray,
+    member_end: np.ndarray,
+    members: np.ndarray,
+    weight_node: np.ndarray,
+    weight_target: np.ndarray,
+    weight_value: np.ndarray,
+    n_targets: int,
+) -> Forest:
     n = mode.shape[0]
     inner = mode != LEAF
     for name, child in (("true", true_child), ("false", false_child)):
@@ -77,13 +96,21 @@ def _finish(roots: np.ndarray, feature: np.ndarray, threshold: np.ndarray, mode:
     )
 
 
-def forest_from_ids(nodes_treeids: Sequence[int], nodes_nodeids: Sequence[int],
-                    nodes_featureids: Sequence[int], nodes_modes: Sequence[str],
-                    nodes_values: np.ndarray, nodes_truenodeids: Sequence[int],
-                    nodes_falsenodeids: Sequence[int],
-                    nodes_missing_value_tracks_true: Sequence[int] | None,
-                    w_treeids: Sequence[int], w_nodeids: Sequence[int], w_ids: Sequence[int],
-                    w_weights: np.ndarray, n_targets: int) -> Forest:
+def forest_from_ids(
+    nodes_treeids: Sequence[int],
+    nodes_nodeids: Sequence[int],
+    nodes_featureids: Sequence[int],
+    nodes_modes: Sequence[str],
+    nodes_values: np.ndarray,
+    nodes_truenodeids: Sequence[int],
+    nodes_falsenodeids: Sequence[int],
+    nodes_missing_value_tracks_true: Sequence[int] | None,
+    w_treeids: Sequence[int],
+    w_nodeids: Sequence[int],
+    w_ids: Sequence[int],
+    w_weights: np.ndarray,
+    n_targets: int,
+) -> Forest:
     """TreeEnsembleRegressor/Classifier layout: nodes named by (tree id, node id).
 
     Each tree's root is its first node in attribute order (as in onnxruntime);
@@ -108,7 +135,9 @@ def forest_from_ids(nodes_treeids: Sequence[int], nodes_nodeids: Sequence[int],
         missing = check & (sorted_keys[pos] != k)
         if missing.any():
             j = int(np.argmax(missing))
-            raise ValueError(f"{what} refers to node {int(i[j])} of tree {int(t[j])}, which does not exist")
+            raise ValueError(
+                f"{what} refers to node {int(i[j])} of tree {int(t[j])}, which does not exist"
+            )
         return order[pos]
 
     try:
@@ -125,23 +154,46 @@ def forest_from_ids(nodes_treeids: Sequence[int], nodes_nodeids: Sequence[int],
     missing[: min(n, tracks.shape[0])] = tracks[:n] == 1
     _, first = np.unique(tree, return_index=True)
     wt = _i64(w_treeids)
-    weight_node = lookup(wt, _i64(w_nodeids, wt.shape[0]), "leaf weights", np.ones(wt.shape[0], bool))
+    weight_node = lookup(
+        wt, _i64(w_nodeids, wt.shape[0]), "leaf weights", np.ones(wt.shape[0], bool)
+    )
     values = np.asarray(nodes_values, dtype=np.float64).reshape(-1)
     if values.shape[0] != n:
         raise ValueError(f"nodes_values has {values.shape[0]} entries, expected {n}")
     zeros = np.zeros(n, dtype=np.int64)
-    return _finish(np.sort(first), _i64(nodes_featureids, n), values, mode, true_child,
-                   false_child, missing, zeros, zeros, np.zeros(0), weight_node,
-                   _i64(w_ids, wt.shape[0]), np.asarray(w_weights).reshape(-1), n_targets)
+    return _finish(
+        np.sort(first),
+        _i64(nodes_featureids, n),
+        values,
+        mode,
+        true_child,
+        false_child,
+        missing,
+        zeros,
+        zeros,
+        np.zeros(0),
+        weight_node,
+        _i64(w_ids, wt.shape[0]),
+        np.asarray(w_weights).reshape(-1),
+        n_targets,
+    )
 
 
-def forest_from_indices(tree_roots: Sequence[int], nodes_modes: np.ndarray,
-                        nodes_featureids: Sequence[int], nodes_splits: np.ndarray,
-                        nodes_truenodeids: Sequence[int], nodes_trueleafs: Sequence[int],
-                        nodes_falsenodeids: Sequence[int], nodes_falseleafs: Sequence[int],
-                        nodes_missing_value_tracks_true: Sequence[int] | None,
-                        membership_values: np.ndarray | None, leaf_targetids: Sequence[int],
-                        leaf_weights: np.ndarray, n_targets: int) -> Forest:
+def forest_from_indices(
+    tree_roots: Sequence[int],
+    nodes_modes: np.ndarray,
+    nodes_featureids: Sequence[int],
+    nodes_splits: np.ndarray,
+    nodes_truenodeids: Sequence[int],
+    nodes_trueleafs: Sequence[int],
+    nodes_falsenodeids: Sequence[int],
+    nodes_falseleafs: Sequence[int],
+    nodes_missing_value_tracks_true: Sequence[int] | None,
+    membership_values: np.ndarray | None,
+    leaf_targetids: Sequence[int],
+    leaf_weights: np.ndarray,
+    n_targets: int,
+) -> Forest:
     """TreeEnsemble-5 layout: interior nodes and leaves in separate index spaces.
 
     Leaf i becomes node n_nodes + i. BRANCH_MEMBER nodes take, in nodes_modes
@@ -162,10 +214,18 @@ def forest_from_indices(tree_roots: Sequence[int], nodes_modes: np.ndarray,
             raise ValueError(f"{what}[{int(np.argmax(bad))}] is out of range")
         return np.where(is_leaf, n + i, i)
 
-    true_child = np.concatenate([child(nodes_truenodeids, nodes_trueleafs, "nodes_truenodeids"),
-                                 np.zeros(n_leaves, np.int64)])
-    false_child = np.concatenate([child(nodes_falsenodeids, nodes_falseleafs, "nodes_falsenodeids"),
-                                  np.zeros(n_leaves, np.int64)])
+    true_child = np.concatenate(
+        [
+            child(nodes_truenodeids, nodes_trueleafs, "nodes_truenodeids"),
+            np.zeros(n_leaves, np.int64),
+        ]
+    )
+    false_child = np.concatenate(
+        [
+            child(nodes_falsenodeids, nodes_falseleafs, "nodes_falsenodeids"),
+            np.zeros(n_leaves, np.int64),
+        ]
+    )
     missing = np.zeros(n + n_leaves, dtype=np.bool_)
     tracks = _i64(nodes_missing_value_tracks_true)
     missing[: min(n, tracks.shape[0])] = tracks[:n] != 0
@@ -179,7 +239,9 @@ def forest_from_indices(tree_roots: Sequence[int], nodes_modes: np.ndarray,
         members = np.asarray(membership_values, dtype=np.float64).reshape(-1)
         ends = np.flatnonzero(np.isnan(members))
         if ends.shape[0] < member_nodes.size:
-            raise ValueError("membership_values needs one NaN-terminated run per BRANCH_MEMBER node")
+            raise ValueError(
+                "membership_values needs one NaN-terminated run per BRANCH_MEMBER node"
+            )
         starts = np.concatenate([[0], ends[:-1] + 1])
         member_start[member_nodes] = starts[: member_nodes.size]
         member_end[member_nodes] = ends[: member_nodes.size]
@@ -194,6 +256,19 @@ def forest_from_indices(tree_roots: Sequence[int], nodes_modes: np.ndarray,
     weights = np.asarray(leaf_weights).reshape(-1)
     if weights.shape[0] != n_leaves:
         raise ValueError(f"leaf_weights has {weights.shape[0]} entries, expected {n_leaves}")
-    return _finish(roots, feature, np.concatenate([splits, np.zeros(n_leaves)]), all_modes,
-                   true_child, false_child, missing, member_start, member_end, members,
-                   n + np.arange(n_leaves), leaf_t, weights, n_targets)
+    return _finish(
+        roots,
+        feature,
+        np.concatenate([splits, np.zeros(n_leaves)]),
+        all_modes,
+        true_child,
+        false_child,
+        missing,
+        member_start,
+        member_end,
+        members,
+        n + np.arange(n_leaves),
+        leaf_t,
+        weights,
+        n_targets,
+    )

@@ -95,12 +95,15 @@ def _ensure_loaded() -> None:
     global _loaded
     if _loaded:
         return
-    _loaded = True
     import importlib
     import pkgutil
 
     import onnxexec.ops as pkg
 
+    # Mark loaded only once every family imported: a module that fails to import
+    # raises here (and again on the next lookup) instead of leaving a half-filled
+    # registry that reports its ops as unsupported.
     for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
         if not info.name.endswith((".registry", "._common")):
             importlib.import_module(info.name)
+    _loaded = True

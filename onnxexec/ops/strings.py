@@ -27,8 +27,14 @@ def _strings(values: list[Any], shape: tuple[int, ...]) -> np.ndarray:
 
 
 @op("StringNormalizer", since=10)
-def string_normalizer(x: np.ndarray, *, case_change_action: str = "NONE", is_case_sensitive: int = 0,
-                      locale: str | None = None, stopwords: Sequence[str] | None = None) -> np.ndarray:
+def string_normalizer(
+    x: np.ndarray,
+    *,
+    case_change_action: str = "NONE",
+    is_case_sensitive: int = 0,
+    locale: str | None = None,
+    stopwords: Sequence[str] | None = None,
+) -> np.ndarray:
     """[C] or [1, C] strings -> stopwords removed, then case changed.
 
     Stopwords are whole elements (compared case-insensitively unless
@@ -36,7 +42,7 @@ def string_normalizer(x: np.ndarray, *, case_change_action: str = "NONE", is_cas
     shape [1] or [1, 1]. `locale` is accepted; case mapping is Unicode's.
     """
     _check_strings(x, "StringNormalizer")
-    if x.ndim == 2 and x.shape[0] != 1 or x.ndim not in (1, 2):
+    if (x.ndim == 2 and x.shape[0] != 1) or x.ndim not in (1, 2):
         raise ValueError(f"StringNormalizer: input must be [C] or [1, C], got {list(x.shape)}")
     if case_change_action not in ("NONE", "LOWER", "UPPER"):
         raise ValueError(f"StringNormalizer: unknown case_change_action '{case_change_action}'")
@@ -59,10 +65,20 @@ def string_normalizer(x: np.ndarray, *, case_change_action: str = "NONE", is_cas
 
 # RE2 syntax that Python's `re` spells differently (RE2 wiki, "Syntax").
 _POSIX_CLASSES: Final = {
-    "alnum": "0-9A-Za-z", "alpha": "A-Za-z", "ascii": "\\x00-\\x7f", "blank": "\\t ",
-    "cntrl": "\\x00-\\x1f\\x7f", "digit": "0-9", "graph": "!-~", "lower": "a-z",
-    "print": " -~", "punct": "!-/:-@\\[-`{-~", "space": "\\t\\n\\v\\f\\r ",
-    "upper": "A-Z", "word": "0-9A-Za-z_", "xdigit": "0-9A-Fa-f",
+    "alnum": "0-9A-Za-z",
+    "alpha": "A-Za-z",
+    "ascii": "\\x00-\\x7f",
+    "blank": "\\t ",
+    "cntrl": "\\x00-\\x1f\\x7f",
+    "digit": "0-9",
+    "graph": "!-~",
+    "lower": "a-z",
+    "print": " -~",
+    "punct": "!-/:-@\\[-`{-~",
+    "space": "\\t\\n\\v\\f\\r ",
+    "upper": "A-Z",
+    "word": "0-9A-Za-z_",
+    "xdigit": "0-9A-Fa-f",
 }
 
 
@@ -102,8 +118,9 @@ def regex_full_match(x: np.ndarray, *, pattern: str | None = None) -> np.ndarray
 
 
 @op("StringSplit", since=20)
-def string_split(x: np.ndarray, *, delimiter: str | None = None,
-                 maxsplit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def string_split(
+    x: np.ndarray, *, delimiter: str | None = None, maxsplit: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Split each string -> (X.shape + [max parts], padded with "", X.shape int64 counts).
 
     No/empty delimiter splits on runs of whitespace and drops empty parts (Python's
@@ -126,13 +143,20 @@ def string_concat(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     _check_strings(x, "StringConcat")
     _check_strings(y, "StringConcat")
     xb, yb = np.broadcast_arrays(x.astype(object), y.astype(object))
-    flat = [str(a) + str(b) for a, b in zip(xb.reshape(-1).tolist(), yb.reshape(-1).tolist(),
-                                             strict=True)]
+    flat = [
+        str(a) + str(b)
+        for a, b in zip(xb.reshape(-1).tolist(), yb.reshape(-1).tolist(), strict=True)
+    ]
     return _strings(flat, xb.shape)
 
 
-def _ngram_table(pool: Sequence[Any], ngram_counts: Sequence[int], ngram_indexes: Sequence[int],
-                 min_gram: int, max_gram: int) -> dict[tuple[Any, ...], int]:
+def _ngram_table(
+    pool: Sequence[Any],
+    ngram_counts: Sequence[int],
+    ngram_indexes: Sequence[int],
+    min_gram: int,
+    max_gram: int,
+) -> dict[tuple[Any, ...], int]:
     """{n-gram tuple: output column} for the pool's n-grams of length min..max.
 
     ngram_counts[i] is where the (i+1)-grams start in the pool (spec).
@@ -144,16 +168,23 @@ def _ngram_table(pool: Sequence[Any], ngram_counts: Sequence[int], ngram_indexes
         end = ngram_counts[i + 1] if i + 1 < len(ngram_counts) else len(pool)
         for s in range(start, end, n):
             if min_gram <= n <= max_gram:
-                table.setdefault(tuple(pool[s:s + n]), int(ngram_indexes[k]))
+                table.setdefault(tuple(pool[s : s + n]), int(ngram_indexes[k]))
             k += 1
     return table
 
 
 @op("TfIdfVectorizer", since=9)
 def tfidf_vectorizer(
-    x: np.ndarray, *, max_gram_length: int, max_skip_count: int, min_gram_length: int, mode: str,
-    ngram_counts: Sequence[int], ngram_indexes: Sequence[int],
-    pool_int64s: Sequence[int] | None = None, pool_strings: Sequence[str] | None = None,
+    x: np.ndarray,
+    *,
+    max_gram_length: int,
+    max_skip_count: int,
+    min_gram_length: int,
+    mode: str,
+    ngram_counts: Sequence[int],
+    ngram_indexes: Sequence[int],
+    pool_int64s: Sequence[int] | None = None,
+    pool_strings: Sequence[str] | None = None,
     weights: Sequence[float] | None = None,
 ) -> np.ndarray:
     """[C] or [B, C] tokens -> [O] or [B, O] float32 n-gram scores, O = max(ngram_indexes) + 1.
@@ -185,14 +216,16 @@ def tfidf_vectorizer(
                     last = start + d * (n - 1)
                     if last >= c:
                         break
-                    col = table.get(tuple(row[start:last + 1:d]))
+                    col = table.get(tuple(row[start : last + 1 : d]))
                     if col is not None:
                         counts[r, col] += 1
     w = None
     if weights:
         # weights[k] belongs to the k-th n-gram of the pool, i.e. to column ngram_indexes[k]
         if len(weights) != len(ngram_indexes):
-            raise ValueError(f"TfIdfVectorizer: {len(weights)} weights for {len(ngram_indexes)} n-grams")
+            raise ValueError(
+                f"TfIdfVectorizer: {len(weights)} weights for {len(ngram_indexes)} n-grams"
+            )
         w = np.zeros(width, dtype=np.float32)
         w[np.asarray(ngram_indexes, dtype=np.int64)] = np.asarray(weights, dtype=np.float32)
     if mode == "TF":

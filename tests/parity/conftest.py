@@ -2,8 +2,10 @@
 
 - `tiny_models`: the tiny torch-exported models of models/build_models.py, built once
   per session into a tmp dir, and only those the collected tests ask for: a test
-  parametrized with `model_name` (and optionally `exporter`) declares its need. Set
-  ONNXEXEC_PARITY_MODELS=DIR to build into DIR and reuse it across runs.
+  parametrized with `model_name` (and optionally `exporter`, e.g. "dynamo" or
+  "dynamo@23") declares its need. `tiny_models.get(name, exporter)` returns the file,
+  its sidecar inputs and torch's outputs. Set ONNXEXEC_PARITY_MODELS=DIR to build into
+  DIR and reuse it across runs (the builder skips files that already exist).
 - `ort`: the onnxruntime module (skips when it is not installed).
 - `parity_report`: `record(case, **numbers)`; rows are printed in the terminal summary.
 """
@@ -32,13 +34,15 @@ _REPORT: list[tuple[str, dict[str, Any]]] = []
 
 @dataclass(frozen=True)
 class BuiltModel:
-    """One exported model and its seeded sidecar inputs."""
+    """One exported model, its seeded sidecar inputs and torch's outputs on them."""
 
     name: str
-    exporter: str
+    exporter: str  # "torchscript", "dynamo", or with an opset: "dynamo@23"
     path: Path
     inputs: dict[str, np.ndarray]
-    alt_inputs: dict[str, np.ndarray]
+    outputs: dict[str, np.ndarray]  # the torch module's outputs on `inputs`
+    alt_inputs: dict[str, np.ndarray]  # another batch / sequence length
+    alt_outputs: dict[str, np.ndarray]
     info: dict[str, Any]  # its models/build_models.py manifest entry
 
 
@@ -50,12 +54,22 @@ class TinyModels:
         self.manifest = json.loads(manifest.read_text()) if manifest.exists() else {}
 
     def get(self, name: str, exporter: str) -> BuiltModel:
-        """The built model, or a test failure carrying the exporter's error."""
-        if exporter == "dynamo" and importlib.util.find_spec("onnxscript") is None:
+        """The built model, or a test failure carrying the exporter's error.
+
+        `exporter` may carry an opset: "dynamo@23".
+        """
+        exp, _, op = exporter.partition("@")
+        if exp == "dynamo" and importlib.util.find_spec("onnxscript") is None:
             pytest.skip("torch.onnx.export(dynamo=True) needs onnxscript (pip install onnxscript)")
-        entry = self.manifest.get(f"{name}_{exporter}.onnx")
-        if entry is None:
+        opset = int(op) if op else None
+        found = [
+            e
+            for e in self.manifest.values()
+            if (e["name"], e["exporter"], e.get("requested_opset")) == (name, exp, opset)
+        ]
+        if not found:
             pytest.fail(f"{name} ({exporter}) was not built; builder output:\n{self.log[-3000:]}")
+        entry = found[0]
         if entry.get("error"):
             pytest.fail(f"torch export of {name} ({exporter}) failed: {entry['error'][:1500]}")
 
@@ -63,9 +77,8 @@ class TinyModels:
             with np.load(self.root / entry[key]) as z:
                 return {k: z[k] for k in z.files}
 
-        return BuiltModel(
-            name, exporter, self.root / entry["file"], load("inputs"), load("alt_inputs"), entry
-        )
+        sidecars = [load(k) for k in ("inputs", "outputs", "alt_inputs", "alt_outputs")]
+        return BuiltModel(name, exporter, self.root / entry["file"], *sidecars, entry)
 
 
 def _missing_builder_deps() -> list[str]:
@@ -73,7 +86,7 @@ def _missing_builder_deps() -> list[str]:
 
 
 def _wanted_jobs(session: pytest.Session) -> list[str]:
-    """'name:exporter' for every collected test parametrized with model_name/exporter."""
+    """'name:exporter[@opset]' for every collected test parametrized with model_name."""
     jobs: set[str] = set()
     for item in session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})

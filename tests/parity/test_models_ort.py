@@ -4,7 +4,12 @@ Every tiny model of models/build_models.py (BERT, GPT-2, Llama with grouped-quer
 attention, ViT, ResNet with BatchNorm, MobileNetV2), from both torch exporters, runs
 on its seeded sidecar inputs and on inputs with another batch / sequence length (the
 exports declare symbolic "batch"/"seq" axes). Outputs must agree with onnxruntime
-within rtol 1e-4, atol 1e-5.
+within rtol 1e-4, atol 1e-5. Also: `onnxexec run` on the same files, an unchanged
+onnxruntime-style script, opset-23 exports with fused Attention ops (against torch),
+and the README's sample model.
+
+Models are built once per session (see conftest.py; ONNXEXEC_PARITY_MODELS=DIR keeps
+them between runs).
 """
 
 from __future__ import annotations
@@ -94,6 +99,30 @@ def test_matches_onnxruntime(
         max_abs_ref=float(max(np.abs(w).max() for w in want)),
         max_abs_ort_vs_torch=m.info.get("ort_vs_torch_max_abs", float("nan")),
     )
+
+
+@pytest.mark.parametrize("feeds", ["inputs", "alt_inputs"])
+@pytest.mark.parametrize("exporter", ["dynamo@23"])
+@pytest.mark.parametrize("model_name", ["bert", "llama"])
+def test_fused_attention_exports_match_torch(
+    model_name: str, exporter: str, feeds: str, tiny_models, ort, parity_report
+) -> None:
+    """Opset-23 dynamo exports: Attention (llama: with GQA), RotaryEmbedding, RMSNormalization.
+
+    The reference is torch's own output: onnxruntime 1.32 rejects the llama export
+    (its RotaryEmbedding wants cos_cache batch == input batch; the exporter passes a
+    batch-1 cache), so it is compared with onnxruntime only where onnxruntime runs it.
+    """
+    m = tiny_models.get(model_name, exporter)
+    feed, want = getattr(m, feeds), getattr(m, feeds.replace("inputs", "outputs"))
+    names = list(want)
+    got = _session("onnxexec", m.path, ort).run(names, feed)
+    worst = assert_outputs_close(names, got, [want[n] for n in names], f"{m.path.name} vs torch")
+    row = {"max_abs_diff_vs_torch": worst}
+    if "verify_error" not in m.info:
+        ref = _session("onnxruntime", m.path, ort).run(names, feed)
+        row["max_abs_diff"] = assert_outputs_close(names, got, ref, f"{m.path.name}")
+    parity_report(f"{model_name}/{exporter}/{feeds}", **row)
 
 
 def _run_script(

@@ -25,7 +25,8 @@ _MISSING = [m for m in ("sklearn", "skl2onnx") if importlib.util.find_spec(m) is
 
 sys.path.insert(0, str(REPO / "models"))
 try:
-    import sklearn_models  # noqa: E402
+    import sklearn_models
+
     NAMES = sorted(sklearn_models.MODELS)
 finally:
     sys.path.pop(0)
@@ -34,8 +35,10 @@ finally:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     if _MISSING:
-        pytest.skip(f"sklearn parity needs scikit-learn and skl2onnx; not installed: {_MISSING} "
-                    "(pip install scikit-learn skl2onnx)")
+        pytest.skip(
+            f"sklearn parity needs scikit-learn and skl2onnx; not installed: {_MISSING} "
+            "(pip install scikit-learn skl2onnx)"
+        )
     root = tmp_path_factory.mktemp("sklearn_models")
     return root, sklearn_models.build(root)
 
@@ -53,13 +56,17 @@ def _compare(name: str, ref: Any, out: Any) -> float:
         for i, (r, o) in enumerate(zip(ref, out, strict=True)):
             assert isinstance(o, dict) and set(o) == set(r), f"{name}[{i}]: map keys differ"
             for k in r:
-                np.testing.assert_allclose(o[k], r[k], rtol=RTOL, atol=ATOL, err_msg=f"{name}[{i}][{k!r}]")
+                np.testing.assert_allclose(
+                    o[k], r[k], rtol=RTOL, atol=ATOL, err_msg=f"{name}[{i}][{k!r}]"
+                )
                 diffs.append(abs(float(o[k]) - float(r[k])))
         return max(diffs)
     ref, out = np.asarray(ref), np.asarray(out)
     assert out.shape == ref.shape, f"{name}: shape {out.shape} != {ref.shape}"
     if ref.dtype.kind in "OUiub":
-        assert out.dtype.kind == ref.dtype.kind or ref.dtype.kind in "OU", f"{name}: dtype {out.dtype} != {ref.dtype}"
+        assert out.dtype.kind == ref.dtype.kind or ref.dtype.kind in "OU", (
+            f"{name}: dtype {out.dtype} != {ref.dtype}"
+        )
         np.testing.assert_array_equal(out, ref, err_msg=name)
         return 0.0
     assert out.dtype == ref.dtype, f"{name}: dtype {out.dtype} != {ref.dtype}"
@@ -80,5 +87,7 @@ def test_sklearn_model_matches_onnxruntime(model_name, built, ort, parity_report
     ref = ref_sess.run(None, feeds)
     out = InferenceSession(str(path)).run(None, feeds)
     assert len(out) == len(ref)
-    worst = max(_compare(f"{model_name}:{n}", r, o) for n, r, o in zip(names, ref, out, strict=True))
+    worst = max(
+        _compare(f"{model_name}:{n}", r, o) for n, r, o in zip(names, ref, out, strict=True)
+    )
     parity_report(f"sklearn {model_name}", max_abs=worst, ops=len(entry["ops"]))

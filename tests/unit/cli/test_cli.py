@@ -77,7 +77,7 @@ def test_bad_input_gives_one_line_and_exit_1(model_path, tmp_path, args, message
 
 
 def test_entry_point_error_is_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "onnxexec.cli.main", "run",
+    proc = subprocess.run([sys.executable, "-m", "onnxexec", "run",
                            str(tmp_path / "nope.onnx")], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 1
@@ -86,7 +86,7 @@ def test_entry_point_error_is_one_line(tmp_path):
 
 
 def test_verbose_shows_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "onnxexec.cli.main", "run", "--verbose",
+    proc = subprocess.run([sys.executable, "-m", "onnxexec", "run", "--verbose",
                            str(tmp_path / "nope.onnx")], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 1 and "Traceback" in proc.stderr
