@@ -50,8 +50,10 @@ def twins(fn: Callable[..., Any], **opts: Any) -> tuple[Any, Any]:
     return par, ser
 
 
-def pick(pair: tuple[Any, Any], macs: int) -> Any:
-    """The parallel twin when the work is worth the thread pool, else the serial one."""
-    if macs >= PAR_MIN_MACS and nb.get_num_threads() > 1:
-        return pair[0]
-    return pair[1]
+def pick(pair: tuple[Any, Any], macs: int) -> tuple[Any, int]:
+    """(kernel, thread count): the parallel twin when the work is worth waking the
+    thread pool, else the serial one with 1."""
+    n = nb.get_num_threads()
+    if macs >= PAR_MIN_MACS and n > 1:
+        return pair[0], n
+    return pair[1], 1

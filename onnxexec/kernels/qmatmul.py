@@ -126,7 +126,8 @@ def qmatmul(x: np.ndarray, w: QWeight, *, mode: str = "auto",
         mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)
     )
     if use_int8:
-        pick(_QMV[w.layout], t_rows * n * k)(*_layout_args(w), x, out)
+        kern, n_chunks = pick(_QMV[w.layout], t_rows * n * k)
+        kern(*_layout_args(w), x, out, n_chunks)
         return out
     _float_matmul(x, w, out)
     return out
@@ -164,7 +165,7 @@ def _float_matmul(x: np.ndarray, w: QWeight, out: np.ndarray) -> None:
     for n0 in range(0, n, rows):
         p = min(rows, -(-(n - n0) // LANES) * LANES)  # whole groups
         dst = panel if p == panel.shape[1] else np.empty((k, p), np.float32)
-        pick(deq, p * k * 8)(*args, n0 // LANES, dst)
+        pick(deq, p * k * 8)[0](*args, n0 // LANES, dst)
         nv = min(p, n - n0)
         np.matmul(x, dst[:, :nv], out=out[:, n0 : n0 + nv])
 
@@ -184,7 +185,7 @@ def qembedding(w: QWeight, ids: np.ndarray) -> np.ndarray:
         for i, r in enumerate(idx):
             dequantize_into(raw[r * rb : (r + 1) * rb], w.ggml_type, out[i])
         return out
-    pick(_DEQ_ROWS[w.layout], idx.size * k * 8)(*_layout_args(w), idx, out)
+    pick(_DEQ_ROWS[w.layout], idx.size * k * 8)[0](*_layout_args(w), idx, out)
     return out
 
 

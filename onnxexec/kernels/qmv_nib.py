@@ -35,24 +35,24 @@ MIN: Final = 1
 KQ: Final = 2
 
 
-def _qmv_nib(qs, qh, fsc, usc, kind, off, x, out):
+def _qmv_nib(qs, qh, fsc, usc, kind, off, x, out, n_chunks):
     """out (T, N) = x (T, K) f32 @ W^T, x quantized to int8 blocks first (actquant).
 
-    Per block and lane, the low and high nibble halves are summed in int16 (16
-    products of at most 15 * 127 each fit), and Q5's bit-4 plane separately as
-    sum(bit * x) (32 products of at most 127), so every integer sum is exact.
+    Per block and lane, the values j and j+16 are summed in two int16 lanes: 16
+    products of at most 15 * 127 (Q4) or, with Q5's values shifted to q - 16, of
+    at most 16 * 127 fit, so every integer sum is exact.
     """
     ng, n_blocks, _, G = qs.shape
     T = x.shape[0]
     N = out.shape[1]
     has_qh = qh.shape[0] > 0
     offf = np.float32(off)
+    bias = np.float32(16.0) if has_qh else np.float32(0.0)  # Q5 sums (q - 16) x
     xq, xst = quantize_act(x)
-    n_chunks = min(ng, nb.get_num_threads())
+    n_chunks = max(1, min(ng, n_chunks))
     for c in nb.prange(n_chunks):  # each chunk owns whole groups = whole rows of out
         s0 = np.empty(G, np.int16)
         s1 = np.empty(G, np.int16)
-        s2 = np.zeros(G, np.int16)
         acc = np.empty(G, np.float32)
         for g in range(c * ng // n_chunks, (c + 1) * ng // n_chunks):
             n0 = g * G
@@ -65,41 +65,42 @@ def _qmv_nib(qs, qh, fsc, usc, kind, off, x, out):
                         s0[l] = 0
                         s1[l] = 0
                     xo = b * QK
-                    for j in range(16):
-                        xl = xq[t, xo + j]
-                        xh = xq[t, xo + 16 + j]
-                        for l in range(G):
-                            v = np.int16(qs[g, b, j, l])
-                            s0[l] = np.int16(s0[l] + np.int16(v & 15) * xl)
-                            s1[l] = np.int16(s1[l] + np.int16(v >> 4) * xh)
                     if has_qh:
-                        for l in range(G):
-                            s2[l] = 0
                         for j in range(16):
                             xl = xq[t, xo + j]
                             xh = xq[t, xo + 16 + j]
                             for l in range(G):
-                                hl = np.int16((qh[g, b, 0, l] >> j) & 1)
-                                hh = np.int16((qh[g, b, 1, l] >> j) & 1)
-                                s2[l] = np.int16(s2[l] + hl * xl + hh * xh)
+                                v = np.int16(qs[g, b, j, l])
+                                lo = np.int16((v & 15) | (((qh[g, b, 0, l] >> j) & 1) << 4))
+                                hi = np.int16((v >> 4) | (((qh[g, b, 1, l] >> j) & 1) << 4))
+                                s0[l] = np.int16(s0[l] + np.int16(lo - 16) * xl)
+                                s1[l] = np.int16(s1[l] + np.int16(hi - 16) * xh)
+                    else:
+                        for j in range(16):
+                            xl = xq[t, xo + j]
+                            xh = xq[t, xo + 16 + j]
+                            for l in range(G):
+                                v = np.int16(qs[g, b, j, l])
+                                s0[l] = np.int16(s0[l] + np.int16(v & 15) * xl)
+                                s1[l] = np.int16(s1[l] + np.int16(v >> 4) * xh)
                     xd = xst[t, 0, b]
                     xs = xst[t, 1, b]
+                    corr = (bias - offf) * xst[t, 2, b]  # exact: s + corr = sum (q - off) xq
                     if kind == SYM:
-                        corr = offf * xst[t, 2, b]
                         for l in range(G):
-                            isum = np.int32(s0[l]) + np.int32(s1[l]) + 16 * np.int32(s2[l])
-                            acc[l] += (fsc[g, b, 0, l] * xd) * (np.float32(isum) - corr)
+                            isum = np.float32(np.int32(s0[l]) + np.int32(s1[l])) + corr
+                            acc[l] += (fsc[g, b, 0, l] * xd) * isum
                     elif kind == MIN:
                         for l in range(G):
-                            isum = np.int32(s0[l]) + np.int32(s1[l]) + 16 * np.int32(s2[l])
-                            acc[l] += (fsc[g, b, 0, l] * xd) * np.float32(isum) + fsc[g, b, 1, l] * xs
+                            isum = np.float32(np.int32(s0[l]) + np.int32(s1[l])) + corr
+                            acc[l] += (fsc[g, b, 0, l] * xd) * isum + fsc[g, b, 1, l] * xs
                     else:
                         sb = b // 8
                         for l in range(G):
-                            isum = np.int32(s0[l]) + np.int32(s1[l]) + 16 * np.int32(s2[l])
+                            isum = np.float32(np.int32(s0[l]) + np.int32(s1[l])) + corr
                             dl = fsc[g, sb, 0, l] * np.float32(usc[g, b, 0, l])
                             ml = fsc[g, sb, 1, l] * np.float32(usc[g, b, 1, l])
-                            acc[l] += (dl * xd) * np.float32(isum) - ml * xs
+                            acc[l] += (dl * xd) * isum - ml * xs
                 for l in range(nv):
                     out[t, n0 + l] = acc[l]
 

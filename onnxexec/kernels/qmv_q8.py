@@ -18,7 +18,7 @@ from onnxexec.kernels.lanes import twins
 from onnxexec.kernels.qtypes import QK
 
 
-def _qmv_q8(qs, d, x, out):
+def _qmv_q8(qs, d, x, out, n_chunks):
     """out (T, N) = x (T, K) f32 @ W^T, x quantized to int8 blocks first (actquant).
 
     Pairs of products (|q x| <= 128 * 127) are summed in int16, then widened into
@@ -28,7 +28,7 @@ def _qmv_q8(qs, d, x, out):
     T = x.shape[0]
     N = out.shape[1]
     xq, xst = quantize_act(x)
-    n_chunks = min(ng, nb.get_num_threads())
+    n_chunks = max(1, min(ng, n_chunks))
     for c in nb.prange(n_chunks):  # each chunk owns whole groups = whole rows of out
         s = np.empty(G, np.int32)
         acc = np.empty(G, np.float32)
@@ -83,7 +83,7 @@ def _deq_q8_rows(qs, d, ids, out):
                 out[i, b * QK + j] = np.float32(qs[g, b, j, l]) * d[g, b, l]
 
 
-def _qmv_q6k(ql, qh, sc, d, x, out):
+def _qmv_q6k(ql, qh, sc, d, x, out, n_chunks):
     """out (T, N) = x (T, K) f32 @ W^T, x quantized to int8 blocks first (actquant).
 
     Values j, j+8, j+16, j+24 of a block go to four int16 sums of 8 products each
@@ -93,7 +93,7 @@ def _qmv_q6k(ql, qh, sc, d, x, out):
     T = x.shape[0]
     N = out.shape[1]
     xq, xst = quantize_act(x)
-    n_chunks = min(ng, nb.get_num_threads())
+    n_chunks = max(1, min(ng, n_chunks))
     for c in nb.prange(n_chunks):  # each chunk owns whole groups = whole rows of out
         sa = np.empty(G, np.int16)
         sb = np.empty(G, np.int16)

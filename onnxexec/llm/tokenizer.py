@@ -20,6 +20,7 @@ from typing import Any
 
 from onnxexec.llm.tokenizer_bpe import BpeEncoder
 from onnxexec.llm.tokenizer_spm import SpmEncoder
+from onnxexec.llm.tokenizer_ugm import UgmEncoder
 from onnxexec.llm.tokenizer_wpm import WpmEncoder
 from onnxexec.llm.vocab import SPACE_ESCAPE, TokenAttr, Vocab, VocabType, load_vocab
 
@@ -60,10 +61,13 @@ class Tokenizer:
 
     def __init__(self, vocab: Vocab) -> None:
         self.vocab = vocab
+        self._encoder: SpmEncoder | BpeEncoder | WpmEncoder | UgmEncoder
         if vocab.type is VocabType.SPM:
-            self._encoder: SpmEncoder | BpeEncoder | WpmEncoder = SpmEncoder(vocab)
+            self._encoder = SpmEncoder(vocab)
         elif vocab.type is VocabType.BPE:
             self._encoder = BpeEncoder(vocab)
+        elif vocab.type is VocabType.UGM:
+            self._encoder = UgmEncoder(vocab)
         else:
             self._encoder = WpmEncoder(vocab)
 
@@ -143,7 +147,7 @@ class Tokenizer:
                 if v.add_space_prefix and prev_special:
                     frag = " " + frag
                 frag = frag.replace(" ", SPACE_ESCAPE)
-            elif v.escape_whitespaces:
+            elif v.type is VocabType.BPE and v.escape_whitespaces:
                 frag = frag.replace(" ", SPACE_ESCAPE)
             out.extend(self._encoder.encode(frag))
             prev_special = False

@@ -11,7 +11,7 @@ highest sum of token scores. A character no token covers becomes the unknown tok
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+import sys
 
 from onnxexec.llm.token_attrs import TokenAttr
 from onnxexec.llm.unicode_props import utf8_len
@@ -79,12 +79,11 @@ class CharsMap:
 class UgmEncoder:
     """Text fragment -> ids, for one unigram vocabulary."""
 
-    def __init__(self, vocab: Vocab, charsmap: Sequence[int] | bytes | None) -> None:
+    def __init__(self, vocab: Vocab) -> None:
         self.vocab = vocab
-        raw = bytes(b & 0xFF for b in charsmap) if charsmap else b""
-        self.charsmap = CharsMap(raw) if raw else None
+        self.charsmap = CharsMap(vocab.charsmap) if vocab.charsmap else None
         self.pieces: dict[bytes, int] = {}
-        self.user_defined: set[bytes] = set()
+        self.user_prefixes: set[bytes] = set()  # every prefix of a user-defined token
         normal_scores = []
         keep = TokenAttr.NORMAL | TokenAttr.USER_DEFINED | TokenAttr.UNUSED
         for i, (text, attr) in enumerate(zip(vocab.tokens, vocab.attrs, strict=True)):
@@ -94,15 +93,18 @@ class UgmEncoder:
             if attr & keep:
                 self.pieces[key] = i
             if attr & TokenAttr.USER_DEFINED:
-                self.user_defined.add(key)
+                self.user_prefixes.update(key[:k] for k in range(1, len(key) + 1))
         self.max_len = max(map(len, self.pieces), default=0)
-        self.max_user = max(map(len, self.user_defined), default=0)
         self.unknown_score = (min(normal_scores) if normal_scores else 3.4e38) - _UNKNOWN_PENALTY
 
     def _normalize_prefix(self, data: bytes, pos: int) -> tuple[bytes, int]:
-        for n in range(min(self.max_user, len(data) - pos), 0, -1):
-            if data[pos : pos + n] in self.user_defined:
-                return data[pos : pos + n], n
+        # naive_trie::get_longest_prefix: how far the input follows the user-defined
+        # tokens' trie, whether or not a whole token ends there
+        n = 0
+        while pos + n < len(data) and data[pos : pos + n + 1] in self.user_prefixes:
+            n += 1
+        if n:
+            return data[pos : pos + n], n
         if self.charsmap is not None:
             n, repl = self.charsmap.longest(data, pos)
             if n:
@@ -145,7 +147,7 @@ class UgmEncoder:
         user = TokenAttr.USER_DEFINED
         attrs, scores, pieces = self.vocab.attrs, self.vocab.scores, self.pieces
         # best[i] = (score, token, start) of the best tokenization of data[:i]
-        best: list[tuple[float, int | None, int]] = [(-1.8e308, unk, 0)] * (n + 1)
+        best: list[tuple[float, int | None, int]] = [(-sys.float_info.max, unk, 0)] * (n + 1)
         best[0] = (0.0, unk, 0)
         pos = 0
         while pos < n:

@@ -47,6 +47,7 @@ class VocabType(enum.Enum):
     SPM = "spm"  # tokenizer.ggml.model "llama"
     BPE = "bpe"  # "gpt2", "gemma4"
     WPM = "wpm"  # "bert"
+    UGM = "ugm"  # "t5"
 
 
 @dataclass
@@ -72,6 +73,7 @@ class Vocab:
     byte_encode: bool = True
     lowercase: bool = True  # WPM BertNormalizer
     strip_accents: bool = True
+    charsmap: bytes = b""  # UGM precompiled_charsmap
     eog_ids: frozenset[int] = frozenset()
     special_tokens: list[int] = field(default_factory=list)  # longest text first
     _pieces: dict[int, bytes] = field(default_factory=dict, repr=False)
@@ -257,10 +259,15 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
         )
         if "no_bos" in opts:
             ids["bos"] = None
+    elif model == "t5":
+        vtype = VocabType.UGM
+        ids.update(eos=1, unk=2, pad=0)
+        charsmap = md.get(KEY + "precompiled_charsmap") or []
+        v_kw.update(add_eos=True, charsmap=bytes(b & 0xFF for b in charsmap))
     else:
         raise NotImplementedError(
             f"GGUF tokenizer model '{model}' is not supported "
-            "(supported: llama, gpt2, gemma4, bert)"
+            "(supported: llama, gpt2, gemma4, bert, t5)"
         )
     for name, flag in (
         ("add_space_prefix", "add_space_prefix"),

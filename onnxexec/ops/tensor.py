@@ -92,6 +92,12 @@ _LOW_PRECISION = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 def _range(
     start: np.ndarray, limit: np.ndarray, delta: np.ndarray, compute: np.dtype
 ) -> np.ndarray:
+    for name, v in (("start", start), ("limit", limit), ("delta", delta)):
+        if v.size != 1:
+            raise ValueError(f"Range: {name} must be a scalar, got shape {list(v.shape)}")
+    # Single-element tensors are accepted as scalars (AffineGrid's function body
+    # feeds Split outputs of shape [1]); reduce them to 0-d before converting.
+    start, limit, delta = start.reshape(()), limit.reshape(()), delta.reshape(())
     dtype = start.dtype
     if dtype.kind in "iu":
         s, lim, d = int(start), int(limit), int(delta)

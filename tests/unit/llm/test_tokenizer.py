@@ -210,6 +210,36 @@ def test_wpm_normalizes_splits_punctuation_and_uses_unk():
     assert tok.encode("Hello, World! unaffable Caf\u00e9") == [1, 3, 0, 4, 8, 5, 6, 7, 9, 2]
 
 
+# -- unigram (T5) -----------------------------------------------------------------------
+
+
+def _ugm(pieces: list[tuple[str, float]]) -> dict[str, Any]:
+    toks = [("<pad>", 0.0, CONTROL), ("</s>", 0.0, CONTROL), ("<unk>", 0.0, UNKNOWN)]
+    toks += [(t, s, NORMAL) for t, s in pieces]
+    return {
+        K + "model": "t5",
+        K + "tokens": [t for t, _, _ in toks],
+        K + "scores": [s for _, s, _ in toks],
+        K + "token_type": [t for _, _, t in toks],
+        K + "add_space_prefix": True,
+        K + "remove_extra_whitespaces": True,
+    }
+
+
+def test_ugm_viterbi_picks_the_best_score_sum():
+    pieces = [("\u2581", -2.0), ("\u2581ab", -3.0), ("\u2581a", -1.0), ("b", -1.0), ("c", -5.0)]
+    # "▁ab" -> ▁a + b (-2) beats ▁ab (-3); with ▁ab at -1.5 the single piece wins
+    assert load_tokenizer(_ugm(pieces)).encode("ab", add_special=False) == [5, 6]
+    pieces[1] = ("\u2581ab", -1.5)
+    assert load_tokenizer(_ugm(pieces)).encode("ab") == [4, 1]  # EOS added for t5
+
+
+def test_ugm_merges_unknown_runs_and_extra_spaces():
+    tok = load_tokenizer(_ugm([("\u2581", -2.0), ("c", -5.0)]))
+    # "  xz   c " -> "▁xz▁c": x and z are one unknown run
+    assert tok.encode("  xz   c ", add_special=False) == [3, 2, 3, 4]
+
+
 # -- pre-tokenizers ---------------------------------------------------------------------
 
 ORIGINAL_GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -301,7 +331,7 @@ def test_load_from_gguf_file(tmp_path):
 
 
 def test_unsupported_models_are_rejected_clearly():
-    with pytest.raises(NotImplementedError, match="t5"):
-        load_tokenizer({K + "model": "t5", K + "tokens": ["a"]})
+    with pytest.raises(NotImplementedError, match="rwkv"):
+        load_tokenizer({K + "model": "rwkv", K + "tokens": ["a"]})
     with pytest.raises(ValueError, match="pre-tokenizer"):
         load_tokenizer(bpe_md(["a"], [], pre="no-such-pre"))
