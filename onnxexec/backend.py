@@ -1,8 +1,8 @@
 """onnx.backend.base.Backend for onnxexec, so onnx's backend test tooling can drive it.
 
-    import onnxexec.backend as backend
-    rep = backend.prepare(model)
-    outputs = rep.run([x])
+import onnxexec.backend as backend
+rep = backend.prepare(model)
+outputs = rep.run([x])
 """
 
 from __future__ import annotations
@@ -49,22 +49,29 @@ class OnnxExecBackend(Backend):
         return OnnxExecRep(InferenceSession(model))
 
     @classmethod
-    def run_model(cls, model: ModelProto, inputs: Any, device: str = "CPU",
-                  **kwargs: Any) -> tuple[Any, ...]:
+    def run_model(
+        cls, model: ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any
+    ) -> tuple[Any, ...]:
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod
-    def run_node(cls, node: NodeProto, inputs: Any, device: str = "CPU",
-                 outputs_info: Sequence[tuple[Any, Any]] | None = None,
-                 **kwargs: Any) -> tuple[Any, ...]:
+    def run_node(
+        cls,
+        node: NodeProto,
+        inputs: Any,
+        device: str = "CPU",
+        outputs_info: Sequence[tuple[Any, Any]] | None = None,
+        **kwargs: Any,
+    ) -> tuple[Any, ...]:
         """Run one node: a one-node model is built with typed inputs from `inputs`."""
         if not cls.supports_device(device):
             raise ValueError(f"onnxexec runs on CPU only, not {device}")
         vals = list(inputs.values()) if isinstance(inputs, dict) else list(inputs)
         names = [n for n in node.input if n]
         graph_inputs = [
-            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype),
-                                          np.asarray(v).shape)
+            helper.make_tensor_value_info(
+                n, helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype), np.asarray(v).shape
+            )
             for n, v in zip(names, vals, strict=False)
         ]
         graph_outputs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]

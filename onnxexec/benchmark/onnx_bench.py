@@ -90,16 +90,29 @@ def peak_rss_mb(engine: str, model: str, feed_path: str, threads: int, runs: int
         f"for _ in range({runs}): s.run(None, feed)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=1800, env=dict(os.environ))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=dict(os.environ),
+    )
     if out.returncode != 0:
         return float("nan")
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def bench_onnx(model: str, feed: dict[str, Any], *, threads: int = 2, runs: int = 20,
-               warmup: int = 3, vs: str | None = "onnxruntime",
-               memory: bool = True, feed_path: str | None = None) -> BenchResult:
+def bench_onnx(
+    model: str,
+    feed: dict[str, Any],
+    *,
+    threads: int = 2,
+    runs: int = 20,
+    warmup: int = 3,
+    vs: str | None = "onnxruntime",
+    memory: bool = True,
+    feed_path: str | None = None,
+) -> BenchResult:
     """Interleave runs of each engine so machine noise hits both equally."""
     opts = SessionOptions(intra_op_num_threads=threads)
     ours, t_ours = _timed(lambda: InferenceSession(model, opts))
@@ -134,23 +147,37 @@ def bench_onnx(model: str, feed: dict[str, Any], *, threads: int = 2, runs: int 
 def format_result(r: BenchResult) -> list[str]:
     lines = [f"{'engine':<14}{'create ms':>11}{'median ms':>11}{'p90 ms':>10}{'peak RSS MB':>13}"]
     for e in r.engines:
-        lines.append(f"{e.name:<14}{e.create_s * 1e3:>11.1f}{e.median_ms:>11.3f}{e.p90_ms:>10.3f}"
-                     f"{e.peak_rss_mb:>13.1f}")
+        lines.append(
+            f"{e.name:<14}{e.create_s * 1e3:>11.1f}{e.median_ms:>11.3f}{e.p90_ms:>10.3f}"
+            f"{e.peak_rss_mb:>13.1f}"
+        )
     if len(r.engines) == 2:
         a, b = r.engines
-        lines.append(f"ratio onnxexec/onnxruntime: latency {r.ratio():.3f}x  "
-                     f"creation {a.create_s / b.create_s:.2f}x  "
-                     f"peak RSS {a.peak_rss_mb / b.peak_rss_mb:.2f}x")
+        lines.append(
+            f"ratio onnxexec/onnxruntime: latency {r.ratio():.3f}x  "
+            f"creation {a.create_s / b.create_s:.2f}x  "
+            f"peak RSS {a.peak_rss_mb / b.peak_rss_mb:.2f}x"
+        )
         diffs = ", ".join(f"{k} {v:.3g}" for k, v in r.max_abs_diff.items())
         lines.append(f"max abs diff: {diffs}")
     return lines
 
 
 def to_json(r: BenchResult) -> str:
-    return json.dumps({
-        "model": r.model,
-        "engines": [{"name": e.name, "create_ms": e.create_s * 1e3, "median_ms": e.median_ms,
-                     "p90_ms": e.p90_ms, "peak_rss_mb": e.peak_rss_mb} for e in r.engines],
-        "ratio": r.ratio() if len(r.engines) == 2 else None,
-        "max_abs_diff": r.max_abs_diff,
-    })
+    return json.dumps(
+        {
+            "model": r.model,
+            "engines": [
+                {
+                    "name": e.name,
+                    "create_ms": e.create_s * 1e3,
+                    "median_ms": e.median_ms,
+                    "p90_ms": e.p90_ms,
+                    "peak_rss_mb": e.peak_rss_mb,
+                }
+                for e in r.engines
+            ],
+            "ratio": r.ratio() if len(r.engines) == 2 else None,
+            "max_abs_diff": r.max_abs_diff,
+        }
+    )

@@ -14,8 +14,13 @@ from onnxexec.cli.run import build_feed
 
 @click.command("bench")
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--vs", "vs", default="onnxruntime", show_default=True,
-              help="Anchor engine to compare against ('none' to time onnxexec alone).")
+@click.option(
+    "--vs",
+    "vs",
+    default="onnxruntime",
+    show_default=True,
+    help="Anchor engine to compare against ('none' to time onnxexec alone).",
+)
 @click.option("--threads", default=2, show_default=True, type=click.IntRange(1))
 @click.option("--runs", default=20, show_default=True, type=click.IntRange(1))
 @click.option("--warmup", default=3, show_default=True, type=click.IntRange(0))
@@ -24,9 +29,17 @@ from onnxexec.cli.run import build_feed
 @click.option("--no-memory", is_flag=True, help="Skip the peak-RSS child processes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @verbose_option
-def bench_cmd(model: str, vs: str, threads: int, runs: int, warmup: int,
-              inputs_npz: str | None, dims: tuple[str, ...], no_memory: bool,
-              as_json: bool) -> None:
+def bench_cmd(
+    model: str,
+    vs: str,
+    threads: int,
+    runs: int,
+    warmup: int,
+    inputs_npz: str | None,
+    dims: tuple[str, ...],
+    no_memory: bool,
+    as_json: bool,
+) -> None:
     """Median latency, session creation, peak RSS and output agreement vs an anchor."""
     from onnxexec.benchmark.onnx_bench import bench_onnx, format_result, to_json
     from onnxexec.runtime.session import InferenceSession
@@ -37,9 +50,16 @@ def bench_cmd(model: str, vs: str, threads: int, runs: int, warmup: int,
     with tempfile.TemporaryDirectory() as tmp:
         feed_path = os.path.join(tmp, "feed.npz")
         np.savez(feed_path, **feed)
-        r = bench_onnx(model, feed, threads=threads, runs=runs, warmup=warmup,
-                       vs=None if vs == "none" else vs, memory=not no_memory,
-                       feed_path=feed_path)
+        r = bench_onnx(
+            model,
+            feed,
+            threads=threads,
+            runs=runs,
+            warmup=warmup,
+            vs=None if vs == "none" else vs,
+            memory=not no_memory,
+            feed_path=feed_path,
+        )
     if as_json:
         click.echo(to_json(r))
     else:

@@ -23,6 +23,12 @@ def set_verbose(ctx: click.Context, _param: Any, value: bool) -> bool:
     return value
 
 
-verbose_option = click.option("--verbose", "-v", is_flag=True, expose_value=False,
-                              callback=set_verbose, is_eager=True,
-                              help="Show tracebacks and debug logging.")
+verbose_option = click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    expose_value=False,
+    callback=set_verbose,
+    is_eager=True,
+    help="Show tracebacks and debug logging.",
+)

@@ -44,13 +44,16 @@ def _table(results: list[Result], expected: dict[str, str]) -> list[str]:
 @click.option("--json", "json_path", metavar="REPORT", help="Write every result as JSON.")
 @click.option("--failures-only", is_flag=True, help="Print only failing op types and cases.")
 @verbose_option
-def conformance_cmd(pattern: str, suite: str, op_type: str, json_path: str | None,
-                    failures_only: bool) -> None:
+def conformance_cmd(
+    pattern: str, suite: str, op_type: str, json_path: str | None, failures_only: bool
+) -> None:
     """Run the ONNX backend test suites through onnxexec and report per op type."""
     expected = load_expected()
-    cases = [c for c in collect(suite)
-             if (not pattern or _matches(c.name, pattern))
-             and (not op_type or c.op_type == op_type)]
+    cases = [
+        c
+        for c in collect(suite)
+        if (not pattern or _matches(c.name, pattern)) and (not op_type or c.op_type == op_type)
+    ]
     if not cases:
         raise click.ClickException("no conformance case matches the filters")
     results = []
@@ -68,8 +71,7 @@ def conformance_cmd(pattern: str, suite: str, op_type: str, json_path: str | Non
     for r in failed:
         click.echo(f"FAIL  {r.case} [{r.op_type}] {r.status}: {r.message}")
     for r in xpass:
-        click.echo(f"XPASS {r.case}: passes but is listed as expected failure "
-                   f"({expected[r.case]})")
+        click.echo(f"XPASS {r.case}: passes but is listed as expected failure ({expected[r.case]})")
     by_suite: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for r in results:
         by_suite[r.suite][0] += 1
@@ -77,18 +79,28 @@ def conformance_cmd(pattern: str, suite: str, op_type: str, json_path: str | Non
     for s, (n, p) in by_suite.items():
         click.echo(f"suite {s}: {p}/{n} passed")
     passed = sum(r.passed for r in results)
-    click.echo(f"{passed} passed, {len(failed)} failed, {len(xfail)} expected failures "
-               f"(of {len(results)} cases)")
+    click.echo(
+        f"{passed} passed, {len(failed)} failed, {len(xfail)} expected failures "
+        f"(of {len(results)} cases)"
+    )
     if json_path:
         with open(json_path, "w") as f:
-            json.dump({
-                "summary": {"cases": len(results), "passed": passed, "failed": len(failed),
-                            "expected_failures": len(xfail),
-                            "suites": {s: {"cases": n, "passed": p}
-                                       for s, (n, p) in by_suite.items()}},
-                "results": [r.__dict__ | {"expected_failure": expected.get(r.case)}
-                            for r in results],
-            }, f, indent=1)
+            json.dump(
+                {
+                    "summary": {
+                        "cases": len(results),
+                        "passed": passed,
+                        "failed": len(failed),
+                        "expected_failures": len(xfail),
+                        "suites": {s: {"cases": n, "passed": p} for s, (n, p) in by_suite.items()},
+                    },
+                    "results": [
+                        r.__dict__ | {"expected_failure": expected.get(r.case)} for r in results
+                    ],
+                },
+                f,
+                indent=1,
+            )
     if failed:
         raise SystemExit(1)
 

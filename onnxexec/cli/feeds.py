@@ -81,8 +81,9 @@ def synthesize(vi: ValueInfo, dims: dict[str, int], rng: np.random.Generator) ->
     if isinstance(t, SequenceType):
         return [synthesize(ValueInfo(vi.name, t.elem), dims, rng)]
     if not isinstance(t, TensorType):
-        raise InvalidFeedError(f"input '{vi.name}': cannot synthesise a value of type {t}; "
-                               "pass it with --input")
+        raise InvalidFeedError(
+            f"input '{vi.name}': cannot synthesise a value of type {t}; pass it with --input"
+        )
     shape = concrete_shape(vi, dims)
     dt = np_dtype(t.elem_type)
     if dt == np.dtype(object):

@@ -31,7 +31,9 @@ def describe_graph(g: Graph) -> list[str]:
     m = g.metadata
     lines = []
     if m.get("producer_name") or m.get("producer_version"):
-        lines.append(f"producer: {m.get('producer_name', '')} {m.get('producer_version', '')}".rstrip())
+        lines.append(
+            f"producer: {m.get('producer_name', '')} {m.get('producer_version', '')}".rstrip()
+        )
     if "ir_version" in m:
         lines.append(f"ir_version: {m['ir_version']}")
     opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(g.opset_imports.items()))
@@ -45,8 +47,10 @@ def describe_graph(g: Graph) -> list[str]:
         shape = v.type.shape_str() if hasattr(v.type, "shape_str") else ""
         lines.append(f"  {v.name}: {v.type}{shape}")
     count, nbytes = g.parameter_count()
-    lines.append(f"parameters: {count:,} ({_human(count)}) in {len(g.initializers)} "
-                 f"initializers, {_human(nbytes)}B")
+    lines.append(
+        f"parameters: {count:,} ({_human(count)}) in {len(g.initializers)} "
+        f"initializers, {_human(nbytes)}B"
+    )
     counts: Counter = Counter()
     _count_ops(g, counts)
     lines.append(f"nodes: {sum(counts.values())} ({len(counts)} op types)")

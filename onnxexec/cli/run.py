@@ -8,8 +8,8 @@ from typing import Any
 import click
 import numpy as np
 
-from onnxexec.cli.feeds import load_array_file, load_npz, parse_pairs, synthesize
 from onnxexec.cli.common import verbose_option
+from onnxexec.cli.feeds import load_array_file, load_npz, parse_pairs, synthesize
 from onnxexec.errors import InvalidFeedError
 from onnxexec.runtime.options import SessionOptions
 from onnxexec.runtime.session import InferenceSession
@@ -34,8 +34,13 @@ def summarize(name: str, v: Any) -> str:
     return head
 
 
-def build_feed(sess: InferenceSession, inputs: tuple[str, ...], inputs_npz: str | None,
-               dims: tuple[str, ...], seed: int) -> tuple[dict[str, Any], list[str]]:
+def build_feed(
+    sess: InferenceSession,
+    inputs: tuple[str, ...],
+    inputs_npz: str | None,
+    dims: tuple[str, ...],
+    seed: int,
+) -> tuple[dict[str, Any], list[str]]:
     dim_sizes = {}
     for k, v in parse_pairs(dims, "--dim").items():
         try:
@@ -50,8 +55,9 @@ def build_feed(sess: InferenceSession, inputs: tuple[str, ...], inputs_npz: str 
     declared = {v.name: v for v in sess.graph.runtime_inputs()}
     unknown = [k for k in feed if k not in {v.name for v in sess.graph.inputs}]
     if unknown:
-        raise InvalidFeedError(f"unknown input name(s) {unknown}; the model's inputs are "
-                               f"{list(declared)}")
+        raise InvalidFeedError(
+            f"unknown input name(s) {unknown}; the model's inputs are {list(declared)}"
+        )
     notes = []
     rng = np.random.default_rng(seed)
     for name, vi in declared.items():
@@ -65,24 +71,54 @@ def build_feed(sess: InferenceSession, inputs: tuple[str, ...], inputs_npz: str 
 
 @click.command("run")
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--input", "-i", "inputs", multiple=True, metavar="NAME=FILE",
-              help="Feed NAME from a .npy, .npz or TensorProto .pb file.")
-@click.option("--inputs", "inputs_npz", metavar="FILE.npz",
-              help="Feed every input named in an .npz archive.")
-@click.option("--dim", "dims", multiple=True, metavar="NAME=SIZE",
-              help="Size of a symbolic dimension for synthesised inputs (default 1).")
+@click.option(
+    "--input",
+    "-i",
+    "inputs",
+    multiple=True,
+    metavar="NAME=FILE",
+    help="Feed NAME from a .npy, .npz or TensorProto .pb file.",
+)
+@click.option(
+    "--inputs", "inputs_npz", metavar="FILE.npz", help="Feed every input named in an .npz archive."
+)
+@click.option(
+    "--dim",
+    "dims",
+    multiple=True,
+    metavar="NAME=SIZE",
+    help="Size of a symbolic dimension for synthesised inputs (default 1).",
+)
 @click.option("--output", "-o", "output", metavar="OUT.npz", help="Save outputs to an .npz.")
-@click.option("--repeat", default=1, show_default=True, type=click.IntRange(1),
-              help="Run N times and print latency min/median/p90.")
-@click.option("--threads", default=0, type=click.IntRange(0),
-              help="Intra-op threads (0 = all cores).")
+@click.option(
+    "--repeat",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Run N times and print latency min/median/p90.",
+)
+@click.option(
+    "--threads", default=0, type=click.IntRange(0), help="Intra-op threads (0 = all cores)."
+)
 @click.option("--seed", default=0, show_default=True, help="Seed for synthesised inputs.")
-@click.option("--profile", "profile", metavar="TRACE.json",
-              help="Write a chrome-trace profile (one event per node).")
+@click.option(
+    "--profile",
+    "profile",
+    metavar="TRACE.json",
+    help="Write a chrome-trace profile (one event per node).",
+)
 @verbose_option
-def run_cmd(model: str, inputs: tuple[str, ...], inputs_npz: str | None, dims: tuple[str, ...],
-            output: str | None, repeat: int, threads: int, seed: int,
-            profile: str | None) -> None:
+def run_cmd(
+    model: str,
+    inputs: tuple[str, ...],
+    inputs_npz: str | None,
+    dims: tuple[str, ...],
+    output: str | None,
+    repeat: int,
+    threads: int,
+    seed: int,
+    profile: str | None,
+) -> None:
     """Run MODEL once and print each output's dtype, shape and min/mean/max."""
     opts = SessionOptions(intra_op_num_threads=threads)
     if profile:
@@ -105,8 +141,10 @@ def run_cmd(model: str, inputs: tuple[str, ...], inputs_npz: str | None, dims: t
     ms = np.array(times) * 1e3
     click.echo(f"session creation {t_create * 1e3:.1f} ms", err=True)
     if repeat > 1:
-        click.echo(f"latency over {repeat} runs: min {ms.min():.3f} ms  median "
-                   f"{np.median(ms):.3f} ms  p90 {np.percentile(ms, 90):.3f} ms")
+        click.echo(
+            f"latency over {repeat} runs: min {ms.min():.3f} ms  median "
+            f"{np.median(ms):.3f} ms  p90 {np.percentile(ms, 90):.3f} ms"
+        )
     else:
         click.echo(f"latency {ms[0]:.3f} ms", err=True)
     if output:

@@ -28,8 +28,10 @@ def _first_diff(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> s
     if not n:
         return "values differ"
     first = tuple(int(i) for i in idx[0])
-    return (f"{n}/{out.size} values differ; first at {list(first)}: "
-            f"got {out[first]!r}, expected {ref[first]!r}")
+    return (
+        f"{n}/{out.size} values differ; first at {list(first)}: "
+        f"got {out[first]!r}, expected {ref[first]!r}"
+    )
 
 
 def compare(ref: Any, out: Any, rtol: float, atol: float, where: str = "output") -> None:

@@ -38,7 +38,9 @@ def _check_random(refs: list[Any], outs: list[Any]) -> None:
     for i, (r, o) in enumerate(zip(refs, outs, strict=True)):
         r, o = np.asarray(r), np.asarray(o)
         if o.shape != r.shape or o.dtype != r.dtype:
-            raise Mismatch(f"output {i}: {o.dtype}{list(o.shape)}, expected {r.dtype}{list(r.shape)}")
+            raise Mismatch(
+                f"output {i}: {o.dtype}{list(o.shape)}, expected {r.dtype}{list(r.shape)}"
+            )
         if not np.isin(o.astype(np.float64), (0.0, 1.0)).all():
             raise Mismatch(f"output {i}: values outside {{0, 1}}")
 

@@ -60,8 +60,10 @@ def normalize(v: Any) -> Any:
     if isinstance(v, list | tuple):
         return [normalize(x) for x in v]
     if isinstance(v, np.ndarray) and v.dtype.kind in "OSU":
-        flat = [x.decode("utf-8", "surrogateescape") if isinstance(x, bytes) else x
-                for x in v.reshape(-1)]
+        flat = [
+            x.decode("utf-8", "surrogateescape") if isinstance(x, bytes) else x
+            for x in v.reshape(-1)
+        ]
         return np.array(flat, dtype=object).reshape(v.shape)
     if isinstance(v, dict):
         return {k: normalize(x) for k, x in v.items()}
@@ -88,9 +90,15 @@ def _node_cases() -> tuple[Case, ...]:
         return c.model.graph.node[-1].op_type if c.model.graph.node else "?"
 
     return tuple(
-        Case(c.name, "node", c.model,
-             [([normalize(x) for x in i], [normalize(x) for x in o]) for i, o in c.data_sets],
-             c.rtol, c.atol, op=op_of(c))
+        Case(
+            c.name,
+            "node",
+            c.model,
+            [([normalize(x) for x in i], [normalize(x) for x in o]) for i, o in c.data_sets],
+            c.rtol,
+            c.atol,
+            op=op_of(c),
+        )
         for c in raw
     )
 
@@ -122,15 +130,17 @@ def _folder_cases(suite: str) -> Iterator[Case]:
         if not model_path.is_file():
             continue
         model = onnx.load(str(model_path))
-        inputs = [i for i in model.graph.input
-                  if i.name not in {t.name for t in model.graph.initializer}]
+        inputs = [
+            i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}
+        ]
         data_sets = []
         for ds in sorted(d.glob("test_data_set_*")):
             n_in = len(list(ds.glob("input_*.pb")))
             n_out = len(list(ds.glob("output_*.pb")))
             ins = [_load_pb(ds / f"input_{i}.pb", inputs[i].type) for i in range(n_in)]
-            outs = [_load_pb(ds / f"output_{i}.pb", model.graph.output[i].type)
-                    for i in range(n_out)]
+            outs = [
+                _load_pb(ds / f"output_{i}.pb", model.graph.output[i].type) for i in range(n_out)
+            ]
             data_sets.append((ins, outs))
         yield Case(d.name, suite, model, data_sets, 1e-3, 1e-7, model_path)
 
@@ -154,14 +164,16 @@ def light_data(case: Case) -> list[tuple[list[Any], list[Any]]]:
     for vi in model.graph.input:
         if vi.name in inits:
             continue
-        shape = tuple(d.dim_value if d.HasField("dim_value") else 1
-                      for d in vi.type.tensor_type.shape.dim)
+        shape = tuple(
+            d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim
+        )
         n = int(np.prod(shape))
         ins.append((np.arange(n).reshape(shape) / n).astype(np.float32))
     assert case.path is not None
     prefix = str(case.path)[: -len(".onnx")]
-    outs = [_load_pb(Path(f"{prefix}_output_{i}.pb"), o.type)
-            for i, o in enumerate(model.graph.output)]
+    outs = [
+        _load_pb(Path(f"{prefix}_output_{i}.pb"), o.type) for i, o in enumerate(model.graph.output)
+    ]
     return [(ins, outs)]
 
 

@@ -46,7 +46,9 @@ def format_graph(g: Graph, indent: str = "") -> str:
         default = "  (has initializer)" if v.name in g.initializers else ""
         lines.append(f"{indent}  input  {v.name}: {v.type}{shape}{default}")
     for k, arr in g.initializers.items():
-        desc = f"{arr.dtype}{list(arr.shape)}" if isinstance(arr, np.ndarray) else type(arr).__name__
+        desc = (
+            f"{arr.dtype}{list(arr.shape)}" if isinstance(arr, np.ndarray) else type(arr).__name__
+        )
         lines.append(f"{indent}  const  {k}: {desc}")
     for n in g.nodes:
         lines.append(f"{indent}  {format_node(n)}")

@@ -69,10 +69,17 @@ def _qmv_nib(qs, qh, fsc, usc, kind, off, x, out, n_chunks):
                         for j in range(16):
                             xl = xq[t, xo + j]
                             xh = xq[t, xo + 16 + j]
+                            jj = np.int16(j)
+                            one = np.int16(1)
+                            four = np.int16(4)
                             for l in range(G):
                                 v = np.int16(qs[g, b, j, l])
-                                lo = np.int16((v & 15) | (((qh[g, b, 0, l] >> j) & 1) << 4))
-                                hi = np.int16((v >> 4) | (((qh[g, b, 1, l] >> j) & 1) << 4))
+                                # numpy ufuncs keep the bit plane in int16 (numba's
+                                # operators widen to int64, which does not vectorize)
+                                bl = np.bitwise_and(np.right_shift(qh[g, b, 0, l], jj), one)
+                                bh = np.bitwise_and(np.right_shift(qh[g, b, 1, l], jj), one)
+                                lo = np.int16((v & 15) | np.left_shift(bl, four))
+                                hi = np.int16((v >> 4) | np.left_shift(bh, four))
                                 s0[l] = np.int16(s0[l] + np.int16(lo - 16) * xl)
                                 s1[l] = np.int16(s1[l] + np.int16(hi - 16) * xh)
                     else:
@@ -107,38 +114,51 @@ def _qmv_nib(qs, qh, fsc, usc, kind, off, x, out, n_chunks):
 
 def _deq_nib_panel(qs, qh, fsc, usc, kind, off, g0, panel):
     """Groups g0.. of W dequantized into panel (K, P) f32, P a multiple of G: panel = W^T
-    rows [g0*G, g0*G + P), ready for x @ panel. Bit-exact with dequantize."""
+    rows [g0*G, g0*G + P), ready for x @ panel. Bit-exact with dequantize.
+
+    MIN and KQ share v = d * q + m (KQ stores m = -(dmin * mn): a - b == a + (-b)).
+    """
     _, n_blocks, _, G = qs.shape
     has_qh = qh.shape[0] > 0
     offf = np.float32(off)
     for gi in nb.prange(panel.shape[1] // G):
         g = g0 + gi
         c0 = gi * G
+        dv = np.empty(G, np.float32)
+        mv = np.empty(G, np.float32)
+        lo = np.empty(G, np.float32)
+        hi = np.empty(G, np.float32)
         for b in range(n_blocks):
             sb = b // 8
+            for l in range(G):
+                if kind == KQ:
+                    dv[l] = fsc[g, sb, 0, l] * np.float32(usc[g, b, 0, l])
+                    mv[l] = -(fsc[g, sb, 1, l] * np.float32(usc[g, b, 1, l]))
+                elif kind == MIN:
+                    dv[l] = fsc[g, b, 0, l]
+                    mv[l] = fsc[g, b, 1, l]
+                else:
+                    dv[l] = fsc[g, b, 0, l]
             for j in range(16):
                 r0 = b * QK + j
-                for l in range(G):
-                    v = np.int32(qs[g, b, j, l])
-                    lo = np.int32(v & 15)
-                    hi = np.int32(v >> 4)
-                    if has_qh:
-                        lo = np.int32(lo | (((qh[g, b, 0, l] >> j) & 1) << 4))
-                        hi = np.int32(hi | (((qh[g, b, 1, l] >> j) & 1) << 4))
-                    if kind == SYM:
-                        d = fsc[g, b, 0, l]
-                        panel[r0, c0 + l] = d * (np.float32(lo) - offf)
-                        panel[r0 + 16, c0 + l] = d * (np.float32(hi) - offf)
-                    elif kind == MIN:
-                        d = fsc[g, b, 0, l]
-                        m = fsc[g, b, 1, l]
-                        panel[r0, c0 + l] = d * np.float32(lo) + m
-                        panel[r0 + 16, c0 + l] = d * np.float32(hi) + m
-                    else:
-                        dl = fsc[g, sb, 0, l] * np.float32(usc[g, b, 0, l])
-                        ml = fsc[g, sb, 1, l] * np.float32(usc[g, b, 1, l])
-                        panel[r0, c0 + l] = dl * np.float32(lo) - ml
-                        panel[r0 + 16, c0 + l] = dl * np.float32(hi) - ml
+                if has_qh:
+                    for l in range(G):
+                        v = np.int32(qs[g, b, j, l])
+                        lo[l] = np.float32(np.int32((v & 15) | (((qh[g, b, 0, l] >> j) & 1) << 4)))
+                        hi[l] = np.float32(np.int32((v >> 4) | (((qh[g, b, 1, l] >> j) & 1) << 4)))
+                else:
+                    for l in range(G):
+                        v = np.int32(qs[g, b, j, l])
+                        lo[l] = np.float32(np.int32(v & 15))
+                        hi[l] = np.float32(np.int32(v >> 4))
+                if kind == SYM:
+                    for l in range(G):
+                        panel[r0, c0 + l] = dv[l] * (lo[l] - offf)
+                        panel[r0 + 16, c0 + l] = dv[l] * (hi[l] - offf)
+                else:
+                    for l in range(G):
+                        panel[r0, c0 + l] = dv[l] * lo[l] + mv[l]
+                        panel[r0 + 16, c0 + l] = dv[l] * hi[l] + mv[l]
 
 
 def _deq_nib_rows(qs, qh, fsc, usc, kind, off, ids, out):

@@ -119,8 +119,9 @@ class _Loader:
             raise ModelLoadError(f"node '{n.name or n.op_type}' ({n.op_type}): {e}") from e
         return Node(n.op_type, tuple(n.input), tuple(n.output), attrs, n.name, n.domain)
 
-    def graph(self, g: GraphProto, functions: dict | None = None,
-              metadata: dict | None = None) -> Graph:
+    def graph(
+        self, g: GraphProto, functions: dict | None = None, metadata: dict | None = None
+    ) -> Graph:
         inits: dict[str, Any] = {}
         for t in g.initializer:
             inits[t.name] = tensor_to_array(t, self.base_dir)
@@ -175,8 +176,9 @@ def _read_proto(model: str | os.PathLike | bytes | ModelProto) -> tuple[ModelPro
     return proto, path.parent
 
 
-def load_onnx(model: str | os.PathLike | bytes | ModelProto,
-              base_dir: str | os.PathLike | None = None) -> Graph:
+def load_onnx(
+    model: str | os.PathLike | bytes | ModelProto, base_dir: str | os.PathLike | None = None
+) -> Graph:
     """Load an ONNX model into the IR. `base_dir` overrides the external-data folder."""
     proto, folder = _read_proto(model)
     if base_dir is not None:

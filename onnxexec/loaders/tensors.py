@@ -98,8 +98,10 @@ def tensor_to_array(t: TensorProto, base_dir: Path | None = None) -> np.ndarray:
     except Exception as e:
         raise ModelLoadError(f"tensor '{t.name}': cannot decode ({e})") from e
     if t.data_type == TensorProto.STRING:
-        flat = [s.decode("utf-8", errors="surrogateescape") if isinstance(s, bytes) else s
-                for s in arr.reshape(-1)]
+        flat = [
+            s.decode("utf-8", errors="surrogateescape") if isinstance(s, bytes) else s
+            for s in arr.reshape(-1)
+        ]
         arr = np.array(flat, dtype=object).reshape(arr.shape)
     return arr
 

@@ -65,7 +65,7 @@ def _store(step: Step, vals: list[Any], result: Any) -> None:
     for s, r in zip(outs, result, strict=False):
         if s >= 0:
             vals[s] = r
-    if len(result) < len(outs) and any(s >= 0 for s in outs[len(result):]):
+    if len(result) < len(outs) and any(s >= 0 for s in outs[len(result) :]):
         raise OnnxExecError(f"handler returned {len(result)} outputs, node declares {len(outs)}")
 
 
@@ -80,8 +80,9 @@ def _fail(step: Step, vals: list[Any], e: Exception) -> NodeExecutionError:
     )
 
 
-def execute(plan: GraphPlan, inputs: Any, outer: Mapping[str, Any] | None = None,
-            profiler: Any = None) -> list[Any]:
+def execute(
+    plan: GraphPlan, inputs: Any, outer: Mapping[str, Any] | None = None, profiler: Any = None
+) -> list[Any]:
     """Run `plan`. `inputs` is positional (subgraphs) or a name->value mapping."""
     vals = list(plan.template)
     if isinstance(inputs, Mapping):

@@ -50,6 +50,10 @@ def _check_tensor(name: str, v: Any, t: TensorType) -> Any:
     return v
 
 
+def _shape_str(t: Any) -> str:
+    return t.shape_str() if isinstance(t, TensorType) else ""
+
+
 def check_value(name: str, v: Any, t: Any) -> Any:
     if t is None:
         return v
@@ -57,18 +61,23 @@ def check_value(name: str, v: Any, t: Any) -> Any:
         return _check_tensor(name, v, t)
     if isinstance(t, SequenceType):
         if not isinstance(v, list | tuple):
-            raise InvalidFeedError(f"input '{name}': expected a sequence (list), got {type(v).__name__}")
+            raise InvalidFeedError(
+                f"input '{name}': expected a sequence (list), got {type(v).__name__}"
+            )
         return [check_value(f"{name}[{i}]", x, t.elem) for i, x in enumerate(v)]
     if isinstance(t, OptionalType):
         return None if v is None else check_value(name, v, t.elem)
     return v
 
 
-def validate_feeds(feed: Mapping[str, Any], declared: tuple[ValueInfo, ...],
-                   defaults: Mapping[str, Any]) -> dict[str, Any]:
+def validate_feeds(
+    feed: Mapping[str, Any], declared: tuple[ValueInfo, ...], defaults: Mapping[str, Any]
+) -> dict[str, Any]:
     """Checked copy of `feed`; missing inputs with an initializer take its value."""
     if not isinstance(feed, Mapping):
-        raise InvalidFeedError(f"input_feed must be a dict of name -> array, got {type(feed).__name__}")
+        raise InvalidFeedError(
+            f"input_feed must be a dict of name -> array, got {type(feed).__name__}"
+        )
     by_name = {v.name: v for v in declared}
     unknown = [k for k in feed if k not in by_name]
     if unknown:
@@ -85,7 +94,7 @@ def validate_feeds(feed: Mapping[str, Any], declared: tuple[ValueInfo, ...],
             out[vi.name] = None
         else:
             raise InvalidFeedError(
-                f"missing input '{vi.name}' ({vi.type} {getattr(vi.type, 'shape_str', lambda: '')()})"
-                f"; the model's inputs are {list(by_name)}"
+                f"missing input '{vi.name}' ({vi.type} {_shape_str(vi.type)}); "
+                f"the model's inputs are {list(by_name)}"
             )
     return out

@@ -110,13 +110,12 @@ class _Planner:
             if k in h.attributes or h.accepts_any_attribute:
                 kwargs[k] = v
             else:
-                self.problems.append(
-                    f"node '{node.label}' ({h.qualname}): unknown attribute '{k}'"
-                )
+                self.problems.append(f"node '{node.label}' ({h.qualname}): unknown attribute '{k}'")
         missing = h.required_attributes - set(kwargs)
         if missing:
             self.problems.append(
-                f"node '{node.label}' ({h.qualname}): missing required attribute(s) {sorted(missing)}"
+                f"node '{node.label}' ({h.qualname}): missing required "
+                f"attribute(s) {sorted(missing)}"
             )
         return kwargs
 
@@ -169,8 +168,9 @@ class _Planner:
             template[s] = g.initializers[k]
         _assign_frees(steps, set(out_slots) | set(const_slots.values()), len(names))
         _mark_used_outputs(steps, set(out_slots))
-        return GraphPlan(g, len(names), template, input_slots, outer_slots, out_slots,
-                         out_names, steps, names)
+        return GraphPlan(
+            g, len(names), template, input_slots, outer_slots, out_slots, out_names, steps, names
+        )
 
 
 def _assign_frees(steps: list[Step], keep: set[int], n_slots: int) -> None:
@@ -214,9 +214,7 @@ def plan_graph(g: Graph) -> GraphPlan:
             d = dom or "ai.onnx"
             avail = f"handlers exist for opsets {have}" if have else "no handler at any opset"
             lines.append(f"{d}::{op_type} at opset {opset} ({avail}; nodes {where})")
-        raise UnsupportedOpError(
-            f"{len(lines)} unsupported op(s): " + "; ".join(lines)
-        )
+        raise UnsupportedOpError(f"{len(lines)} unsupported op(s): " + "; ".join(lines))
     if p.problems:
         raise InvalidGraphError("; ".join(p.problems))
     return plan

@@ -43,12 +43,21 @@ class Profiler:
     def _us(self, t: float) -> int:
         return int((t - self.t0) * 1e6)
 
-    def add(self, cat: str, name: str, start: float, end: float,
-            args: dict[str, Any] | None = None) -> None:
-        self.events.append({
-            "cat": cat, "pid": self.pid, "tid": 0, "dur": self._us(end) - self._us(start),
-            "ts": self._us(start), "ph": "X", "name": name, "args": args or {},
-        })
+    def add(
+        self, cat: str, name: str, start: float, end: float, args: dict[str, Any] | None = None
+    ) -> None:
+        self.events.append(
+            {
+                "cat": cat,
+                "pid": self.pid,
+                "tid": 0,
+                "dur": self._us(end) - self._us(start),
+                "ts": self._us(start),
+                "ph": "X",
+                "name": name,
+                "args": args or {},
+            }
+        )
 
     @contextmanager
     def span(self, cat: str, name: str) -> Iterator[None]:
@@ -65,12 +74,18 @@ class Profiler:
         yield
         end = time.perf_counter()
         outs = [_type_shape(vals[s]) for s in step.outs if s >= 0]
-        self.add("Node", f"{step.node.label}_kernel_time", start, end, {
-            "op_name": step.node.op_type,
-            "provider": "CPUExecutionProvider",
-            "input_type_shape": ins,
-            "output_type_shape": outs,
-        })
+        self.add(
+            "Node",
+            f"{step.node.label}_kernel_time",
+            start,
+            end,
+            {
+                "op_name": step.node.op_type,
+                "provider": "CPUExecutionProvider",
+                "input_type_shape": ins,
+                "output_type_shape": outs,
+            },
+        )
 
     def op_table(self) -> list[tuple[str, float, int, float]]:
         """(op type, total ms, calls, share of node time), slowest first."""

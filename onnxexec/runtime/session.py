@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from onnx import ModelProto
@@ -56,10 +56,14 @@ class InferenceSession:
     exists, and asking for another raises like onnxruntime does.
     """
 
-    def __init__(self, path_or_bytes: str | os.PathLike | bytes | ModelProto | Graph,
-                 sess_options: SessionOptions | None = None,
-                 providers: Sequence[Any] | None = None,
-                 provider_options: Sequence[Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        path_or_bytes: str | os.PathLike | bytes | ModelProto | Graph,
+        sess_options: SessionOptions | None = None,
+        providers: Sequence[Any] | None = None,
+        provider_options: Sequence[Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._options = sess_options or SessionOptions()
         for p in providers or ():
             name = p[0] if isinstance(p, tuple) else p
@@ -68,8 +72,9 @@ class InferenceSession:
                     f"provider '{name}' is not available; onnxexec provides {PROVIDERS}"
                 )
         self._model_path = path_or_bytes if isinstance(path_or_bytes, str | os.PathLike) else None
-        self._profiler = (Profiler(self._options.profile_file_prefix)
-                          if self._options.enable_profiling else None)
+        self._profiler = (
+            Profiler(self._options.profile_file_prefix) if self._options.enable_profiling else None
+        )
         set_threads(self._options.intra_op_num_threads)
         with self._span("model_loading_uri"):
             self._graph = load_graph(path_or_bytes)
@@ -77,7 +82,9 @@ class InferenceSession:
             self._plan = plan_graph(self._graph)
         g = self._graph
         self._inputs = g.runtime_inputs()
-        self._defaults = {v.name: g.initializers[v.name] for v in g.inputs if v.name in g.initializers}
+        self._defaults = {
+            v.name: g.initializers[v.name] for v in g.inputs if v.name in g.initializers
+        }
         self._all_inputs = tuple(g.inputs)
         self._outputs = tuple(g.outputs)
         self._out_index = {v.name: i for i, v in enumerate(self._outputs)}
@@ -116,15 +123,20 @@ class InferenceSession:
     def get_session_options(self) -> SessionOptions:
         return self._options
 
-    def set_providers(self, providers: Sequence[Any] | None = None,
-                      provider_options: Sequence[Any] | None = None) -> None:
+    def set_providers(
+        self, providers: Sequence[Any] | None = None, provider_options: Sequence[Any] | None = None
+    ) -> None:
         for p in providers or ():
             name = p[0] if isinstance(p, tuple) else p
             if name not in PROVIDERS:
                 raise ValueError(f"provider '{name}' is not available")
 
-    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
-            run_options: RunOptions | None = None) -> list[Any]:
+    def run(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        run_options: RunOptions | None = None,
+    ) -> list[Any]:
         """Outputs named by `output_names` (all when None/empty), in that order."""
         if output_names:
             bad = [n for n in output_names if n not in self._out_index]

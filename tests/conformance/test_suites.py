@@ -20,7 +20,7 @@ CASES = [c for s in SUITES for c in collect(s)]
 def test_case(case):
     result = run_case(case)
     if case.name in EXPECTED:
-        assert not result.passed, f"passes now; remove it from expected_failures.txt"
+        assert not result.passed, "passes now; remove it from expected_failures.txt"
         pytest.xfail(EXPECTED[case.name])
     assert result.passed, f"{result.status}: {result.message}"
 

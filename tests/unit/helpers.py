@@ -14,9 +14,14 @@ def tensor_info(name: str, elem: int = TensorProto.FLOAT, shape: Sequence[Any] |
     return helper.make_tensor_value_info(name, elem, shape)
 
 
-def make_model(nodes: list[onnx.NodeProto], inputs: list, outputs: list,
-               initializers: dict[str, np.ndarray] | None = None, opset: int = 17,
-               **kwargs: Any) -> onnx.ModelProto:
+def make_model(
+    nodes: list[onnx.NodeProto],
+    inputs: list,
+    outputs: list,
+    initializers: dict[str, np.ndarray] | None = None,
+    opset: int = 17,
+    **kwargs: Any,
+) -> onnx.ModelProto:
     inits = [numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()]
     g = helper.make_graph(nodes, "test", inputs, outputs, inits)
     opsets = [helper.make_opsetid("", opset), *kwargs.pop("extra_opsets", [])]

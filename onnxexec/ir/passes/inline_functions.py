@@ -36,12 +36,27 @@ def _bind_attrs(attrs: dict[str, Any], call_attrs: dict[str, Any], fn: Function)
 
 def _rebind_graph(g: Graph, call_attrs: dict[str, Any], fn: Function) -> Graph:
     nodes = tuple(
-        Node(n.op_type, n.inputs, n.outputs, _bind_attrs(dict(n.attrs), call_attrs, fn),
-             n.name, n.domain)
+        Node(
+            n.op_type,
+            n.inputs,
+            n.outputs,
+            _bind_attrs(dict(n.attrs), call_attrs, fn),
+            n.name,
+            n.domain,
+        )
         for n in g.nodes
     )
-    return Graph(nodes, g.inputs, g.outputs, g.initializers, g.value_info, g.opset_imports,
-                 g.functions, g.name, g.metadata)
+    return Graph(
+        nodes,
+        g.inputs,
+        g.outputs,
+        g.initializers,
+        g.value_info,
+        g.opset_imports,
+        g.functions,
+        g.name,
+        g.metadata,
+    )
 
 
 def _expand(node: Node, fn: Function, functions: dict, ids: count, depth: int) -> list[Node]:
@@ -51,7 +66,7 @@ def _expand(node: Node, fn: Function, functions: dict, ids: count, depth: int) -
     rename: dict[str, str] = {"": ""}
     for formal, actual in zip(fn.inputs, node.inputs, strict=False):
         rename[formal] = actual
-    for formal in fn.inputs[len(node.inputs):]:
+    for formal in fn.inputs[len(node.inputs) :]:
         rename[formal] = ""
     for formal, actual in zip(fn.outputs, node.outputs, strict=False):
         rename[formal] = actual
@@ -66,9 +81,14 @@ def _expand(node: Node, fn: Function, functions: dict, ids: count, depth: int) -
     for body in fn.nodes:
         attrs = _bind_attrs(dict(body.attrs), call_attrs, fn)
         attrs = {k: _rename_free(v, r) if isinstance(v, Graph) else v for k, v in attrs.items()}
-        inner = Node(body.op_type, tuple(r(i) for i in body.inputs),
-                     tuple(r(o) for o in body.outputs), attrs,
-                     prefix + (body.name or body.op_type), body.domain)
+        inner = Node(
+            body.op_type,
+            tuple(r(i) for i in body.inputs),
+            tuple(r(o) for o in body.outputs),
+            attrs,
+            prefix + (body.name or body.op_type),
+            body.domain,
+        )
         key = (inner.domain, inner.op_type)
         if key in functions:
             out.extend(_expand(inner, functions[key], functions, ids, depth + 1))
@@ -84,13 +104,30 @@ def _rename_free(g: Graph, r: Any) -> Graph:
         return g
     mapping = {n: r(n) for n in free}
     nodes = tuple(
-        Node(n.op_type, tuple(mapping.get(i, i) for i in n.inputs), n.outputs,
-             {k: _rename_free(v, lambda x: mapping.get(x, x)) if isinstance(v, Graph) else v
-              for k, v in n.attrs.items()}, n.name, n.domain)
+        Node(
+            n.op_type,
+            tuple(mapping.get(i, i) for i in n.inputs),
+            n.outputs,
+            {
+                k: _rename_free(v, lambda x: mapping.get(x, x)) if isinstance(v, Graph) else v
+                for k, v in n.attrs.items()
+            },
+            n.name,
+            n.domain,
+        )
         for n in g.nodes
     )
-    return Graph(nodes, g.inputs, g.outputs, g.initializers, g.value_info, g.opset_imports,
-                 g.functions, g.name, g.metadata)
+    return Graph(
+        nodes,
+        g.inputs,
+        g.outputs,
+        g.initializers,
+        g.value_info,
+        g.opset_imports,
+        g.functions,
+        g.name,
+        g.metadata,
+    )
 
 
 def inline_functions(g: Graph, functions: dict | None = None) -> Graph:
@@ -108,5 +145,14 @@ def inline_functions(g: Graph, functions: dict | None = None) -> Graph:
             nodes.extend(_expand(n, functions[(n.domain, n.op_type)], functions, ids, 0))
         else:
             nodes.append(n)
-    return Graph(nodes, g.inputs, g.outputs, g.initializers, g.value_info, g.opset_imports,
-                 g.functions, g.name, g.metadata)
+    return Graph(
+        nodes,
+        g.inputs,
+        g.outputs,
+        g.initializers,
+        g.value_info,
+        g.opset_imports,
+        g.functions,
+        g.name,
+        g.metadata,
+    )

@@ -20,9 +20,13 @@ D = "onnxexec.test"
 
 @pytest.fixture
 def model_path(tmp_path):
-    m = make_model([helper.make_node("AddK", ["x"], ["y"], domain=D, k=1.0)],
-                   [tensor_info("x", shape=["batch", 3])], [tensor_info("y")],
-                   extra_opsets=[TEST_OPSET], producer_name="cli-test")
+    m = make_model(
+        [helper.make_node("AddK", ["x"], ["y"], domain=D, k=1.0)],
+        [tensor_info("x", shape=["batch", 3])],
+        [tensor_info("y")],
+        extra_opsets=[TEST_OPSET],
+        producer_name="cli-test",
+    )
     path = tmp_path / "m.onnx"
     onnx.save(m, path)
     return path
@@ -77,16 +81,23 @@ def test_bad_input_gives_one_line_and_exit_1(model_path, tmp_path, args, message
 
 
 def test_entry_point_error_is_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "onnxexec", "run",
-                           str(tmp_path / "nope.onnx")], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "onnxexec", "run", str(tmp_path / "nope.onnx")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
-        f"onnxexec: error: model file not found: {tmp_path / 'nope.onnx'}"]
+        f"onnxexec: error: model file not found: {tmp_path / 'nope.onnx'}"
+    ]
 
 
 def test_verbose_shows_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "onnxexec", "run", "--verbose",
-                           str(tmp_path / "nope.onnx")], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "onnxexec", "run", "--verbose", str(tmp_path / "nope.onnx")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and "Traceback" in proc.stderr

@@ -23,8 +23,9 @@ def _external_model(tmp_path, location: str, offset: int = 0, length: int | None
     for k, v in entries.items():
         e = t.external_data.add()
         e.key, e.value = k, v
-    g = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
-                          [tensor_info("y", shape=[2, 3])], [t])
+    g = helper.make_graph(
+        [helper.make_node("Identity", ["w"], ["y"])], "g", [], [tensor_info("y", shape=[2, 3])], [t]
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     path = tmp_path / "model.onnx"
     path.write_bytes(m.SerializeToString())
@@ -46,7 +47,7 @@ def test_external_data_outside_model_folder_is_refused(tmp_path, location):
     model_dir.mkdir()
     (tmp_path / "outside.bin").write_bytes(b"\0" * 64)
     path, _ = _external_model(model_dir, location)
-    with pytest.raises(ModelLoadError, match="absolute|escapes"):
+    with pytest.raises(ModelLoadError, match=r"absolute|escapes"):
         load_onnx(path)
 
 
@@ -83,11 +84,21 @@ def test_missing_and_malformed_files(tmp_path):
 
 
 def test_attributes_types_and_subgraphs_are_converted():
-    body = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "body",
-                             [], [tensor_info("y")])
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])], "body", [], [tensor_info("y")]
+    )
     node = helper.make_node(
-        "Custom", ["x"], ["y"], domain="ai.onnx", f=1.5, i=3, s="abc", ints=[1, 2],
-        floats=[0.5], strings=["a", "b"], t=numpy_helper.from_array(np.ones(2, np.int64)),
+        "Custom",
+        ["x"],
+        ["y"],
+        domain="ai.onnx",
+        f=1.5,
+        i=3,
+        s="abc",
+        ints=[1, 2],
+        floats=[0.5],
+        strings=["a", "b"],
+        t=numpy_helper.from_array(np.ones(2, np.int64)),
         g=body,
     )
     seq_in = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)
@@ -107,16 +118,26 @@ def test_sparse_initializer_is_densified():
     values = numpy_helper.from_array(np.array([5.0, 7.0], np.float32), "sp")
     indices = numpy_helper.from_array(np.array([1, 4], np.int64), "sp_idx")
     sparse = helper.make_sparse_tensor(values, indices, [2, 3])
-    g = helper.make_graph([helper.make_node("Identity", ["sp"], ["y"])], "g", [],
-                          [tensor_info("y")], sparse_initializer=[sparse])
+    g = helper.make_graph(
+        [helper.make_node("Identity", ["sp"], ["y"])],
+        "g",
+        [],
+        [tensor_info("y")],
+        sparse_initializer=[sparse],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     dense = load_onnx(m).initializers["sp"]
     np.testing.assert_array_equal(dense, [[0, 5, 0], [0, 7, 0]])
 
 
 def test_metadata_is_kept():
-    m = make_model([helper.make_node("Identity", ["x"], ["y"])], [tensor_info("x")],
-                   [tensor_info("y")], producer_name="unit", model_version=7)
+    m = make_model(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        [tensor_info("x")],
+        [tensor_info("y")],
+        producer_name="unit",
+        model_version=7,
+    )
     onnx.helper.set_model_props(m, {"author": "me"})
     meta = load_onnx(m).metadata
     assert meta["producer_name"] == "unit" and meta["model_version"] == 7

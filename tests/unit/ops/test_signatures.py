@@ -20,11 +20,14 @@ def test_handler_matches_schema(h):
         pytest.fail(f"{h.qualname}: no ONNX schema at or below that version")
     assert schema.since_version == h.since, (
         f"{h.qualname}: registered at {h.since}, but the schema in force there is "
-        f"version {schema.since_version}")
+        f"version {schema.since_version}"
+    )
     if not h.accepts_any_attribute:
         assert set(h.attributes) == set(schema.attributes), (
             f"{h.qualname}: keyword-only attributes {sorted(h.attributes)} "
-            f"!= schema attributes {sorted(schema.attributes)}")
+            f"!= schema attributes {sorted(schema.attributes)}"
+        )
         required = {k for k, a in schema.attributes.items() if a.required}
         assert h.required_attributes == required, (
-            f"{h.qualname}: required attributes differ from the spec")
+            f"{h.qualname}: required attributes differ from the spec"
+        )

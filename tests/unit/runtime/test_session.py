@@ -15,12 +15,18 @@ D = "onnxexec.test"
 
 
 def _session(**kw):
-    nodes = [helper.make_node("AddK", ["x"], ["y"], domain=D, k=1.0),
-             helper.make_node("AddK", ["ids"], ["z"], domain=D, k=0.0)]
-    m = make_model(nodes, [tensor_info("x", shape=["batch", 3]),
-                           tensor_info("ids", TensorProto.FLOAT, [2])],
-                   [tensor_info("y", shape=["batch", 3]), tensor_info("z", shape=[2])],
-                   extra_opsets=[TEST_OPSET], producer_name="unit-test", doc_string="doc")
+    nodes = [
+        helper.make_node("AddK", ["x"], ["y"], domain=D, k=1.0),
+        helper.make_node("AddK", ["ids"], ["z"], domain=D, k=0.0),
+    ]
+    m = make_model(
+        nodes,
+        [tensor_info("x", shape=["batch", 3]), tensor_info("ids", TensorProto.FLOAT, [2])],
+        [tensor_info("y", shape=["batch", 3]), tensor_info("z", shape=[2])],
+        extra_opsets=[TEST_OPSET],
+        producer_name="unit-test",
+        doc_string="doc",
+    )
     return onnxexec.InferenceSession(m.SerializeToString(), **kw)
 
 
@@ -47,17 +53,24 @@ def test_run_selects_and_orders_outputs():
 @pytest.mark.parametrize(
     ("feed", "match"),
     [
-        ({"x": np.zeros((2, 3), np.float64), "ids": np.ones(2, np.float32)},
-         r"input 'x': expected tensor\(float\), got float64"),
+        (
+            {"x": np.zeros((2, 3), np.float64), "ids": np.ones(2, np.float32)},
+            r"input 'x': expected tensor\(float\), got float64",
+        ),
         ({"x": np.zeros((2, 3), np.float32)}, r"missing input 'ids'"),
-        ({"x": np.zeros((2, 3), np.float32), "ids": np.ones(2, np.float32), "q": 1},
-         r"unknown input name\(s\) \['q'\]"),
-        ({"x": np.zeros(3, np.float32), "ids": np.ones(2, np.float32)},
-         r"input 'x': expected rank 2"),
-        ({"x": np.zeros((2, 4), np.float32), "ids": np.ones(2, np.float32)},
-         r"input 'x': dimension 1 must be 3"),
-        ({"x": [[0.0, 0, 0]], "ids": np.ones(2, np.float32)},
-         r"input 'x': expected a numpy array"),
+        (
+            {"x": np.zeros((2, 3), np.float32), "ids": np.ones(2, np.float32), "q": 1},
+            r"unknown input name\(s\) \['q'\]",
+        ),
+        (
+            {"x": np.zeros(3, np.float32), "ids": np.ones(2, np.float32)},
+            r"input 'x': expected rank 2",
+        ),
+        (
+            {"x": np.zeros((2, 4), np.float32), "ids": np.ones(2, np.float32)},
+            r"input 'x': dimension 1 must be 3",
+        ),
+        ({"x": [[0.0, 0, 0]], "ids": np.ones(2, np.float32)}, r"input 'x': expected a numpy array"),
     ],
 )
 def test_bad_feeds_are_rejected_with_the_input_named(feed, match):
@@ -76,8 +89,9 @@ def test_unknown_output_name_and_provider():
 def test_profiling_writes_onnxruntime_style_trace(tmp_path):
     import json
 
-    opts = onnxexec.SessionOptions(enable_profiling=True,
-                                   profile_file_prefix=str(tmp_path / "prof"))
+    opts = onnxexec.SessionOptions(
+        enable_profiling=True, profile_file_prefix=str(tmp_path / "prof")
+    )
     s = _session(sess_options=opts)
     s.run(None, {"x": np.zeros((1, 3), np.float32), "ids": np.ones(2, np.float32)})
     path = s.end_profiling()
@@ -87,4 +101,7 @@ def test_profiling_writes_onnxruntime_style_trace(tmp_path):
     assert nodes[0]["args"]["op_name"] == "AddK"
     assert nodes[0]["args"]["input_type_shape"] == [{"float": [1, 3]}]
     assert {e["name"] for e in events if e["cat"] == "Session"} >= {
-        "model_loading_uri", "session_initialization", "model_run"}
+        "model_loading_uri",
+        "session_initialization",
+        "model_run",
+    }
