@@ -61,15 +61,21 @@ def _qmv_q8(qs, d, x, out, n_chunks):
 
 
 def _deq_q8_panel(qs, d, g0, panel):
-    """Groups g0.. dequantized into panel (K, P) = W^T rows [g0*G, g0*G+P) (bit-exact)."""
+    """Groups g0.. dequantized into panel (K, P) = W^T rows [g0*G, g0*G+P) (bit-exact).
+
+    Converting through a small buffer lets numba vectorize the lane loops.
+    """
     _, n_blocks, _, G = qs.shape
     for gi in nb.prange(panel.shape[1] // G):
         g = g0 + gi
         c0 = gi * G
+        tmp = np.empty(G, np.float32)
         for b in range(n_blocks):
             for j in range(QK):
                 for l in range(G):
-                    panel[b * QK + j, c0 + l] = np.float32(qs[g, b, j, l]) * d[g, b, l]
+                    tmp[l] = np.float32(qs[g, b, j, l])
+                for l in range(G):
+                    panel[b * QK + j, c0 + l] = tmp[l] * d[g, b, l]
 
 
 def _deq_q8_rows(qs, d, ids, out):
@@ -160,12 +166,32 @@ def _deq_q6k_panel(ql, qh, sc, d, g0, panel):
     for gi in nb.prange(panel.shape[1] // G):
         g = g0 + gi
         c0 = gi * G
+        d0 = np.empty(G, np.float32)
+        d1 = np.empty(G, np.float32)
+        va = np.empty(G, np.float32)
+        vb = np.empty(G, np.float32)
+        vc = np.empty(G, np.float32)
+        ve = np.empty(G, np.float32)
         for b in range(n_blocks):
-            for i in range(QK):
+            for l in range(G):
+                dd = d[g, b // 8, l]
+                d0[l] = dd * np.float32(sc[g, b, 0, l])
+                d1[l] = dd * np.float32(sc[g, b, 1, l])
+            for j in range(8):
                 for l in range(G):
-                    dl = d[g, b // 8, l] * np.float32(sc[g, b, i // 16, l])
-                    v = _q6k_value_jit(ql, qh, g, b, i, l)
-                    panel[b * QK + i, c0 + l] = dl * np.float32(v)
+                    la = np.int32(ql[g, b, j, l])
+                    lb = np.int32(ql[g, b, j + 8, l])
+                    h = np.int32(qh[g, b, j, l])
+                    va[l] = np.float32(np.int32(((la & 15) | ((h & 3) << 4)) - 32))
+                    vb[l] = np.float32(np.int32(((lb & 15) | (((h >> 2) & 3) << 4)) - 32))
+                    vc[l] = np.float32(np.int32(((la >> 4) | (((h >> 4) & 3) << 4)) - 32))
+                    ve[l] = np.float32(np.int32(((lb >> 4) | (((h >> 6) & 3) << 4)) - 32))
+                r = b * QK + j
+                for l in range(G):
+                    panel[r, c0 + l] = d0[l] * va[l]
+                    panel[r + 8, c0 + l] = d0[l] * vb[l]
+                    panel[r + 16, c0 + l] = d1[l] * vc[l]
+                    panel[r + 24, c0 + l] = d1[l] * ve[l]
 
 
 def _deq_q6k_rows(ql, qh, sc, d, ids, out):
