@@ -12,9 +12,9 @@ cut to its first N_VOCAB tokens. Its vocabulary is in merge order (merge i makes
 token 252 + i), so the first N_VOCAB - 252 merges make exactly the kept tokens and
 the truncated tokenizer is self-consistent; token_embd has N_VOCAB rows.
 
-Scales: embeddings N(0, 0.3^2), projections N(0, 1/K) times a gain, norm weights
-1 + N(0, 0.1^2): hidden states stay O(1) and the logits have a spread of several
-units, so greedy decoding is rarely decided by a near-tie.
+Scales: embeddings N(0, 0.3^2) (gemma3: see ARCHS), projections N(0, 1/K) times a
+gain, norm weights 1 + N(0, 0.1^2): hidden states stay O(1) and the logits have a
+spread of several units, so greedy decoding is rarely decided by a near-tie.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ class ArchSpec:
     norm_eps: float = 1e-5
     tied: bool = False  # no output.weight: the head reuses token_embd
     add_bos: bool = False
+    emb_std: float = 0.3
+    out_norm_mean: float = 1.0  # output_norm weights ~ mean + N(0, 0.1^2)
     extra: dict[str, object] = field(default_factory=dict)  # arch-specific metadata
 
 
@@ -58,9 +60,11 @@ ARCHS: dict[str, ArchSpec] = {
     "qwen2": ArchSpec("qwen2", seed=202, rope_base=1000000.0, norm_eps=1e-6, tied=True),
     "qwen3": ArchSpec("qwen3", seed=303, rope_base=1000000.0, norm_eps=1e-6),
     # 3 layers with pattern 3: layers 0 and 1 use an 8-token sliding window and
-    # rope base 10000 (freq_base_swa), layer 2 is global with base 1e6.
+    # rope base 10000 (freq_base_swa), layer 2 is global with base 1e6. Embeddings are
+    # scaled by sqrt(256) = 16 on input, so they start small (else the residual stream is
+    # the input token and the tied head repeats it); a larger output norm spreads logits.
     "gemma3": ArchSpec("gemma3", seed=404, n_layer=3, rope_base=1000000.0, norm_eps=1e-6,
-                       tied=True, add_bos=True,
+                       tied=True, add_bos=True, emb_std=0.06, out_norm_mean=4.0,
                        extra={"sliding_window": 8, "sliding_window_pattern": 3,
                               "rope.freq_base_swa": 10000.0,
                               "final_logit_softcapping": 30.0}),
@@ -102,12 +106,11 @@ def _weights(spec: ArchSpec) -> dict[str, np.ndarray]:
     def mat(rows: int, k: int, gain: float = 1.0) -> np.ndarray:
         return (rng.standard_normal((rows, k)) * (gain / math.sqrt(k))).astype(np.float32)
 
-    def norm(n: int) -> np.ndarray:
-        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    def norm(n: int, mean: float = 1.0) -> np.ndarray:
+        return (mean + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
-    w: dict[str, np.ndarray] = {
-        "token_embd.weight": (0.3 * rng.standard_normal((N_VOCAB, N_EMBD))).astype(np.float32)
-    }
+    emb = spec.emb_std * rng.standard_normal((N_VOCAB, N_EMBD))
+    w: dict[str, np.ndarray] = {"token_embd.weight": emb.astype(np.float32)}
     for il in range(spec.n_layer):
         p = f"blk.{il}"
         w[f"{p}.attn_norm.weight"] = norm(N_EMBD)
@@ -129,7 +132,7 @@ def _weights(spec: ArchSpec) -> dict[str, np.ndarray]:
         w[f"{p}.ffn_down.weight"] = mat(N_EMBD, N_FF)
         if spec.arch == "gemma3":
             w[f"{p}.post_ffw_norm.weight"] = norm(N_EMBD)
-    w["output_norm.weight"] = norm(N_EMBD)
+    w["output_norm.weight"] = norm(N_EMBD, spec.out_norm_mean)
     if not spec.tied:
         w["output.weight"] = mat(N_VOCAB, N_EMBD, 4.0)
     return w

@@ -28,7 +28,7 @@ from onnxexec.kernels.q8 import _dequant_q8_0
 # type id -> (values per block, bytes per block, kernel(raw, out))
 _KERNELS: dict[int, tuple[int, int, Callable[[np.ndarray, np.ndarray], None]]] = {
     q.F32: (1, 4, lambda raw, out: out.view(np.uint8).__setitem__(slice(None), raw)),
-    q.F16: (1, 2, _dequant_f16),
+    q.F16: (1, 2, lambda raw, out: _dequant_f16(raw, out.view(np.uint32))),
     # bfloat16 is the top half of a float32 (ggml_compute_bf16_to_fp32 in ggml-impl.h)
     q.BF16: (1, 2, lambda raw, out: np.left_shift(raw.view("<u2"), 16, out=out.view(np.uint32),
                                                    dtype=np.uint32)),

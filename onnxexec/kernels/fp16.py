@@ -51,7 +51,27 @@ def round_to_f16(x):
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def _dequant_f16(raw, out):
-    """raw (2n,) u8 little-endian halves -> out (n,) f32."""
-    for i in nb.prange(out.shape[0]):
-        out[i] = f16_to_f32(raw[2 * i], raw[2 * i + 1])
+def _dequant_f16(raw, bits):
+    """raw (2n,) u8 little-endian halves -> bits (n,) u32 of the equal float32s.
+
+    Integer re-biasing as numpy's npy_halfbits_to_floatbits (npymath/halffloat.c);
+    the caller passes a uint32 view of its float32 output.
+    """
+    for i in nb.prange(bits.shape[0]):
+        h = (np.uint32(raw[2 * i + 1]) << np.uint32(8)) | np.uint32(raw[2 * i])
+        sign = (h & np.uint32(0x8000)) << np.uint32(16)
+        e = (h >> np.uint32(10)) & np.uint32(0x1F)
+        m = h & np.uint32(0x3FF)
+        if e == 0:
+            if m == 0:
+                bits[i] = sign
+            else:  # subnormal half: normalize the mantissa into a float32 normal
+                e32 = np.uint32(113)
+                while (m & np.uint32(0x400)) == 0:
+                    m <<= np.uint32(1)
+                    e32 -= np.uint32(1)
+                bits[i] = sign | (e32 << np.uint32(23)) | ((m & np.uint32(0x3FF)) << np.uint32(13))
+        elif e == 31:
+            bits[i] = sign | np.uint32(0x7F800000) | (m << np.uint32(13))
+        else:
+            bits[i] = sign | ((e + np.uint32(112)) << np.uint32(23)) | (m << np.uint32(13))

@@ -37,18 +37,13 @@ from onnxexec.llm.unicode_props import (
     WHITESPACE,
     WHITESPACE_BIT,
     byte_encode,
-    category_table,
     flags_list,
     tolower,
 )
 
 _CR, _LF, _SP, _APOS = 0x0D, 0x0A, 0x20, 0x27
-_OUT = -1  # llama.cpp's OUT_OF_RANGE codepoint
 
-# (categories that are a "letter" run, number run length or 0 for unbounded, extra
-# categories excluded from the punctuation run)
-_LlamaVariant = tuple[int, int]
-
+# (codepoints, their flags, fragment lengths) -> new fragment lengths
 Splitter = Callable[[list[int], list[int], list[int]], list[int]]
 
 
@@ -374,6 +369,3 @@ def regex_split(text: str, exprs: Sequence[str], byte_level: bool = True) -> lis
         words.append(text[start : start + length])
         start += length
     return [byte_encode(w) for w in words] if byte_level else words
-
-
-__all__ = ["category_table", "regex_split"]

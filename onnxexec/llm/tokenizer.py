@@ -6,7 +6,7 @@
 
 encode() follows llama_vocab::impl::tokenize: special tokens are split out of the text
 first (control tokens only when parse_special; user-defined tokens always), then every
-remaining fragment goes through the vocabulary's algorithm (SPM, BPE or WPM).
+remaining fragment goes through the vocabulary's algorithm (SPM, BPE, WPM or UGM).
 llama.cpp's tokenizer tests (models/ggml-vocab-*.gguf.inp/.out) are the reference:
 tests/parity/test_vocab.py runs all of them.
 """
@@ -18,11 +18,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from onnxexec.llm.token_attrs import TokenAttr
 from onnxexec.llm.tokenizer_bpe import BpeEncoder
 from onnxexec.llm.tokenizer_spm import SpmEncoder
 from onnxexec.llm.tokenizer_ugm import UgmEncoder
 from onnxexec.llm.tokenizer_wpm import WpmEncoder
-from onnxexec.llm.vocab import SPACE_ESCAPE, TokenAttr, Vocab, VocabType, load_vocab
+from onnxexec.llm.vocab import SPACE_ESCAPE, Vocab, VocabType, load_vocab
 
 _C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale, used by LSTRIP/RSTRIP
 

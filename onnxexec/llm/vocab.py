@@ -3,7 +3,7 @@
 Holds the token texts, scores and attributes, the special ids, the end-of-generation
 set and the per-family options (add_bos, add_space_prefix, clean_spaces, ...), and
 turns ids back into bytes (token_to_piece / detokenize). The encoders live in
-tokenizer_{bpe,spm,wpm}.py; tokenizer.py ties them together.
+tokenizer_{bpe,spm,wpm,ugm}.py; tokenizer.py ties them together.
 """
 
 from __future__ import annotations

@@ -91,6 +91,8 @@ def attention_bias(
 
 def softmax_rows(x: np.ndarray, *, inplace: bool = False) -> np.ndarray:
     """Stable softmax over the last axis; an all -inf row gives zeros, not NaN."""
+    if x.shape[-1] == 0:  # no keys: nothing to normalise (max would have no identity)
+        return x if inplace else x.copy()
     x_max = np.max(x, axis=-1, keepdims=True)
     if np.isneginf(x_max).any():
         x_max = np.where(np.isneginf(x_max), x.dtype.type(0), x_max)
@@ -202,7 +204,7 @@ def attention(
     probs = softmax_rows(scores.astype(soft_dtype, copy=False), inplace=True)
     # Rows whose bias forbids every key give 0, decided on the bias (not on the
     # scores, which may be NaN from inf + -inf).
-    dead = np.isneginf(np.max(bias, axis=-1, keepdims=True))
+    dead = np.isneginf(np.max(bias, axis=-1, keepdims=True)) if s_len else np.False_
     if dead.any():
         probs = np.where(dead, soft_dtype.type(0), probs)
     probs = probs.astype(dtype, copy=False)
@@ -211,7 +213,7 @@ def attention(
 
     y = grouped_matmul(probs, v, dtype)  # (B, H, T, Dv)
     if is_3d:
-        y = y.transpose(0, 2, 1, 3).reshape(b, t_len, -1)  # (B, T, H*Dv)
+        y = y.transpose(0, 2, 1, 3).reshape(b, t_len, h * y.shape[-1])  # (B, T, H*Dv)
     return y, k, v, saved
 
 

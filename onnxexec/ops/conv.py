@@ -9,6 +9,7 @@ in conv_transpose.py.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -81,7 +82,8 @@ def conv_nd(
         xs = x[(slice(None), slice(None), *(slice(None, None, s) for s in g.strides))]
         m = w.shape[0]
         wm = w.reshape(group, m // group, c // group).astype(dt, copy=False)
-        xm = xs.astype(dt, copy=False).reshape(n, group, c // group, -1)
+        sp = math.prod(xs.shape[2:])  # written out: -1 cannot be inferred when N == 0
+        xm = xs.astype(dt, copy=False).reshape(n, group, c // group, sp)
         y = np.matmul(wm[0] if group == 1 else wm, xm[:, 0] if group == 1 else xm)
         y = y.reshape(n, m, *xs.shape[2:])
     else:

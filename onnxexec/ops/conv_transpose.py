@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -100,7 +101,7 @@ def _sample_zero_pad(img: np.ndarray, coords: list[np.ndarray]) -> np.ndarray:
     """
     n, c = img.shape[:2]
     sp = img.shape[2:]
-    flat = img.reshape(n, c, -1)
+    flat = img.reshape(n, c, math.prod(sp))  # sizes written out: N may be 0
     lo = [np.floor(q).astype(np.int64) for q in coords]
     frac = [q - f for q, f in zip(coords, lo, strict=True)]
     out = None
@@ -115,7 +116,7 @@ def _sample_zero_pad(img: np.ndarray, coords: list[np.ndarray]) -> np.ndarray:
             idx = idx * sp[ax] + np.clip(pos, 0, sp[ax] - 1)
             weight = weight * (frac[ax] if bit else 1.0 - frac[ax])
         idx, ok, weight = np.broadcast_arrays(idx, ok, weight)
-        vals = np.take_along_axis(flat, idx.reshape(n, c, -1), axis=2).reshape(idx.shape)
+        vals = np.take_along_axis(flat, idx.reshape(n, c, idx.shape[-1]), axis=2).reshape(idx.shape)
         term = np.where(ok, vals * weight, 0.0)
         out = term if out is None else out + term
     return out

@@ -4,6 +4,7 @@ CenterCropPad."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -79,7 +80,8 @@ def grid_sample_nd(
     sp = x.shape[2:]
     nd = len(sp)
     out_sp = grid.shape[1:-1]
-    g = grid.reshape(n_b, -1, nd).astype(np.float32)[..., ::-1]  # axis order D1..Dn
+    # Sizes written out: reshape(..., -1) cannot infer them when N == 0.
+    g = grid.reshape(n_b, math.prod(out_sp), nd).astype(np.float32)[..., ::-1]  # D1..Dn order
     taps_per_axis = []
     for ax, length in enumerate(sp):
         v = g[..., ax]
@@ -102,7 +104,7 @@ def grid_sample_nd(
                 coord = _reflect(coord, lo, hi)
         taps_per_axis.append(_taps_for_axis(coord, length, mode, padding_mode, lo, hi))
     dt = np.float64 if x.dtype == np.float64 else np.float32
-    flat = x.reshape(n_b, c, -1).astype(dt, copy=False)
+    flat = x.reshape(n_b, c, math.prod(sp)).astype(dt, copy=False)
     bidx = np.arange(n_b)[:, None, None]
     cidx = np.arange(c)[None, :, None]
     y = np.zeros((n_b, c, g.shape[1]), dtype=dt)

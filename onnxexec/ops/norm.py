@@ -7,6 +7,8 @@ stash_type=1 default, and what onnxruntime does for float16 inputs.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from onnxexec.ops._common import norm_axes, norm_axis
@@ -242,7 +244,9 @@ def rms_normalization(
 
 def _group_norm(x, scale, bias, num_groups, epsilon, dt, per_channel):
     n, c = x.shape[:2]
-    xg = x.astype(dt, copy=False).reshape(n, num_groups, -1)
+    # Explicit group size: reshape(..., -1) cannot infer it when N == 0.
+    group_size = c // num_groups * math.prod(x.shape[2:])
+    xg = x.astype(dt, copy=False).reshape(n, num_groups, group_size)
     mean = xg.mean(axis=2, keepdims=True)
     var = ((xg - mean) ** 2).mean(axis=2, keepdims=True)
     y = ((xg - mean) / np.sqrt(var + dt.type(epsilon))).reshape(x.shape)

@@ -86,14 +86,28 @@ def _missing_builder_deps() -> list[str]:
 
 
 def _wanted_jobs(session: pytest.Session) -> list[str]:
-    """'name:exporter[@opset]' for every collected test parametrized with model_name."""
+    """'name:exporter[@opset]' for every collected test that uses `tiny_models`."""
     jobs: set[str] = set()
     for item in session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if "model_name" in params:
+        if "tiny_models" in getattr(item, "fixturenames", ()) and "model_name" in params:
             exporters = [params["exporter"]] if "exporter" in params else EXPORTERS
             jobs.update(f"{params['model_name']}:{e}" for e in exporters)
     return sorted(jobs)
+
+
+def _all_built(root: Path, jobs: list[str]) -> bool:
+    """True when an earlier run (ONNXEXEC_PARITY_MODELS) already built every job."""
+    path = root / "manifest.json"
+    if not path.exists():
+        return False
+    have = set()
+    for e in json.loads(path.read_text()).values():
+        op = e.get("requested_opset")
+        files = [e.get(k) for k in ("file", "inputs", "outputs", "alt_inputs", "alt_outputs")]
+        if not e.get("error") and all(f and (root / f).exists() for f in files):
+            have.add(f"{e['name']}:{e['exporter']}" + (f"@{op}" if op else ""))
+    return set(jobs) <= have
 
 
 @pytest.fixture(scope="session")
@@ -109,6 +123,8 @@ def tiny_models(
     env_dir = os.environ.get("ONNXEXEC_PARITY_MODELS")
     root = Path(env_dir) if env_dir else tmp_path_factory.mktemp("tiny_models")
     jobs = _wanted_jobs(request.session)
+    if jobs and _all_built(root, jobs):
+        return TinyModels(root, f"(reused {len(jobs)} models from {root})")
     cmd = [sys.executable, str(BUILD_SCRIPT), str(root), "--size", "tiny", "--verify"]
     if jobs:
         cmd += ["--only", *jobs]

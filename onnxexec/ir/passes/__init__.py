@@ -1,1 +1,19 @@
-"""Graph-to-graph rewrites, one per module."""
+"""Graph-to-graph rewrites, one per module; `optimize` runs them by level."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from onnxexec.ir.graph import Graph
+
+
+def optimize(graph: Graph, level: int = 99) -> Graph:
+    """`graph` optimized at onnxruntime's `level` (0, 1, 2 or 99); see pipeline.py."""
+    from onnxexec.ir.passes.pipeline import optimize as run
+
+    return run(graph, level)
+
+
+def __getattr__(name: str) -> Any:
+    raise AttributeError(name)

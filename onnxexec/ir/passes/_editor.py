@@ -9,7 +9,7 @@ consumers need no rewiring and the graph interface never changes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -45,24 +45,25 @@ class GraphEditor:
         self.graph_outputs = {v.name for v in g.outputs}
         self.producer: dict[str, int] = {}
         self.users: dict[str, list[int]] = {}
+        self.subgraph_reads: set[str] = set()  # names nested graphs read from this scope
         for i, n in enumerate(self.nodes):
             for o in n.outputs:
                 if o:
                     self.producer[o] = i
-            for name in self._reads(n):
-                self.users.setdefault(name, []).append(i)
+            for name in n.inputs:
+                if name:
+                    self.users.setdefault(name, []).append(i)
+            for sg in n.subgraphs():
+                for name in sg.free_names():
+                    self.users.setdefault(name, []).append(i)
+                    self.subgraph_reads.add(name)
         self._names = g.defined_names() | set(g.value_info)
         self._replacements: dict[int, list[Node]] = {}
         self._removed: set[int] = set()
         self._claimed: set[int] = set()
         self._extra_opsets: dict[str, int] = {}
+        self._alias: dict[str, str] = {}
         self.changed = False
-
-    @staticmethod
-    def _reads(n: Node) -> Iterator[str]:
-        yield from (i for i in n.inputs if i)
-        for sg in n.subgraphs():
-            yield from sg.free_names()
 
     # ----- queries -------------------------------------------------------------
     def const(self, name: str) -> np.ndarray | None:
@@ -139,6 +140,10 @@ class GraphEditor:
         self._replacements[a] = new if isinstance(new, list) else [new]
         self.changed = True
 
+    def edited(self, i: int) -> bool:
+        """Whether node index `i` is already removed or replaced in this pass."""
+        return i in self._removed or i in self._replacements
+
     def remove(self, n: Node) -> None:
         self._removed.add(self.index(n))
         self.changed = True
@@ -158,6 +163,23 @@ class GraphEditor:
         self.changed = True
         return name
 
+    def can_alias(self, old: str) -> bool:
+        """Whether readers of `old` may be redirected: not a graph output, not read by a
+        nested graph (whose free names we do not rewrite)."""
+        return old not in self.graph_outputs and old not in self.subgraph_reads
+
+    def alias(self, old: str, new: str) -> None:
+        """Make every node that reads `old` read `new` instead (see can_alias)."""
+        self._alias[old] = new
+        self.changed = True
+
+    def _resolve(self, name: str) -> str:
+        seen = 0
+        while name in self._alias and seen < 1000:
+            name = self._alias[name]
+            seen += 1
+        return name
+
     def use_domain(self, domain: str, version: int = 1) -> None:
         self._extra_opsets[domain] = version
 
@@ -168,14 +190,25 @@ class GraphEditor:
                 nodes.extend(self._replacements[i])
             elif i not in self._removed:
                 nodes.append(n)
+        if self._alias:
+            nodes = [self._renamed(n) for n in nodes]
         opsets = dict(self.g.opset_imports)
         for d, v in self._extra_opsets.items():
             opsets.setdefault(d, v)
         return rebuild(self.g, nodes, self.inits, opset_imports=opsets)
 
 
+    def _renamed(self, n: Node) -> Node:
+        ins = tuple(self._resolve(i) if i else i for i in n.inputs)
+        if ins == n.inputs:
+            return n
+        return Node(n.op_type, ins, n.outputs, n.attrs, n.name, n.domain)
+
+
 def same_value(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     """Two constants with the same dtype, shape and bytes."""
     if a is None or b is None:
         return False
-    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))

@@ -14,9 +14,10 @@ import pytest
 from onnxexec.llm import StreamDecoder, load_tokenizer
 from onnxexec.llm.pretokenize import _ecma_to_python, regex_split
 from onnxexec.llm.pretokenize_rules import GPT2, LLAMA3, REGEXES
+from onnxexec.llm.token_attrs import TokenAttr
 from onnxexec.llm.tokenizer import _read_with_gguf_py, read_tokenizer_metadata
 from onnxexec.llm.tokenizer_bpe import bpe_merge
-from onnxexec.llm.vocab import TokenAttr, _clean_spaces
+from onnxexec.llm.vocab import _clean_spaces
 
 K = "tokenizer.ggml."
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, BYTE = 1, 2, 3, 4, 6

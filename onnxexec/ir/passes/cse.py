@@ -1,0 +1,75 @@
+"""Common subexpression elimination.
+
+Small constants with equal dtype, shape and contents get one name; then nodes with
+the same op, domain, attributes and (renamed) inputs are computed once. Exporters
+repeat a lot: TorchScript BERT builds the same attention-mask Where and the same
+Shape/Gather/Unsqueeze chains once per layer.
+
+Random ops and nodes with subgraphs are never merged. A node whose outputs are graph
+outputs is kept (its name is part of the interface) but may serve as the survivor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from onnxexec.ir.graph import Graph, Node
+from onnxexec.ir.passes._editor import GraphEditor
+from onnxexec.ir.passes.fold_constants import NONDETERMINISTIC
+
+_SMALL = 256  # elements: larger constants are compared by name only
+
+
+def _attr_key(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return ("nd", v.dtype.str, v.shape, v.tobytes()) if v.size <= _SMALL else ("id", id(v))
+    if isinstance(v, tuple):
+        return tuple(_attr_key(x) for x in v)
+    if isinstance(v, float) and v != v:
+        return ("nan",)
+    if isinstance(v, int | float | str | bytes | type(None)):
+        return (type(v).__name__, v)
+    return ("id", id(v))
+
+
+def _const_key(v: Any) -> Any:
+    if not isinstance(v, np.ndarray) or v.size > _SMALL or v.dtype.kind in "OV":
+        return None
+    return (v.dtype.str, v.shape, v.tobytes())
+
+
+def cse(g: Graph) -> Graph:
+    """`g` with duplicate constants and duplicate nodes merged (`g` if none)."""
+    ed = GraphEditor(g)
+    canon: dict[str, str] = {}
+    seen_const: dict[Any, str] = {}
+    for name, v in g.initializers.items():
+        key = _const_key(ed.const(name))
+        if key is None:
+            continue
+        if key in seen_const and ed.can_alias(name):
+            canon[name] = seen_const[key]
+            ed.alias(name, seen_const[key])
+        else:
+            seen_const.setdefault(key, name)
+    seen: dict[Any, Node] = {}
+    for n in ed.nodes:
+        if n.op_type in NONDETERMINISTIC or any(True for _ in n.subgraphs()) or not n.outputs:
+            continue
+        ins = tuple(canon.get(i, i) for i in n.inputs)
+        key = (n.domain, n.op_type, ins, len(n.outputs),
+               tuple(sorted((k, _attr_key(v)) for k, v in n.attrs.items())))
+        first = seen.get(key)
+        if first is None:
+            seen[key] = n
+            continue
+        outs = [(o, f) for o, f in zip(n.outputs, first.outputs, strict=True) if o]
+        if any(not f for _, f in outs) or not all(ed.can_alias(o) for o, _ in outs):
+            continue
+        for o, f in outs:
+            canon[o] = f
+            ed.alias(o, f)
+        ed.remove(n)
+    return ed.build() if ed.changed else g

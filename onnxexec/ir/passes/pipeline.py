@@ -1,0 +1,72 @@
+"""The graph optimization pipeline, by onnxruntime's levels.
+
+- 0  ORT_DISABLE_ALL: the graph as loaded.
+- 1  ORT_ENABLE_BASIC: semantics-preserving cleanup with only standard ops:
+     constant folding, shape folding, no-op and dead-node elimination, CSE.
+- 2  ORT_ENABLE_EXTENDED: + fusions into onnxexec-domain ops (MatMul+Add, Conv+BN,
+     activations, LayerNorm, RMSNorm, GELU, attention, elementwise chains).
+- 99 ORT_ENABLE_ALL: + kernel-specific weight layouts (pre-packed weights).
+
+Each pass returns its input unchanged when it has nothing to do, so the loop below
+stops as soon as a round changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from onnxexec.ir.graph import Graph
+from onnxexec.ir.passes.cse import cse
+from onnxexec.ir.passes.eliminate import eliminate_dead, eliminate_noops
+from onnxexec.ir.passes.fold_constants import fold_constants
+from onnxexec.ir.passes.fold_shapes import fold_shapes
+from onnxexec.ir.passes.inline_functions import inline_functions
+
+log = logging.getLogger("onnxexec")
+
+Pass = Callable[[Graph], Graph]
+
+DISABLE_ALL, ENABLE_BASIC, ENABLE_EXTENDED, ENABLE_ALL = 0, 1, 2, 99
+
+BASIC: list[Pass] = [fold_constants, fold_shapes, eliminate_noops, cse, eliminate_dead]
+
+
+def _extended() -> list[Pass]:
+    from onnxexec.ir.passes import fusions
+
+    return fusions.EXTENDED
+
+
+def _layout() -> list[Pass]:
+    from onnxexec.ir.passes import fusions
+
+    return fusions.LAYOUT
+
+
+def _run(g: Graph, passes: list[Pass], rounds: int) -> Graph:
+    for _ in range(rounds):
+        before = g
+        for p in passes:
+            try:
+                g = p(g)
+            except Exception:  # an optimizer bug must not stop the model from running
+                log.warning("graph pass %s failed; skipped", p.__name__, exc_info=True)
+        if g is before:
+            break
+    return g
+
+
+def optimize(g: Graph, level: int = ENABLE_ALL) -> Graph:
+    """`g` rewritten by the passes of `level` (0, 1, 2 or 99); `g` itself at level 0."""
+    level = int(level)
+    if level <= DISABLE_ALL:
+        return g
+    g = inline_functions(g)
+    g = _run(g, BASIC, 4)
+    if level >= ENABLE_EXTENDED:
+        g = _run(g, _extended(), 2)
+        g = _run(g, BASIC, 2)
+    if level >= ENABLE_ALL:
+        g = _run(g, _layout(), 1)
+    return g

@@ -1,0 +1,117 @@
+"""In-place bias + activation epilogues for fused MatMul / Conv / Gelu (numba, nogil).
+
+`epilogue(y, n0, n1, bias, code, alpha, beta)` works on the column range [n0, n1) of
+a C-contiguous 2-D float32 array, so a thread can finish the slab of a matmul it
+just computed while it is still in cache. Codes are the ACT table below; alpha /
+beta are the activation's attributes (LeakyRelu alpha, Clip min / max, HardSigmoid
+alpha / beta). The numpy reference is `epilogue_reference`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+import numba as nb
+import numpy as np
+
+from onnxexec.kernels.vmath import erf32, exp_row, tanh32
+
+ACT: Final[dict[str, int]] = {
+    "": 0, "Relu": 1, "Gelu": 2, "GeluTanh": 3, "Sigmoid": 4, "Silu": 5, "HardSwish": 6,
+    "Clip": 7, "LeakyRelu": 8, "Tanh": 9, "HardSigmoid": 10,
+}
+f32 = np.float32
+_SQRT1_2: Final = 0.7071067811865476
+_SQRT_2_OVER_PI: Final = 0.7978845608028654
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def _epilogue(y, n0, n1, bias, has_bias, code, alpha, beta):
+    m = y.shape[0]
+    w = n1 - n0
+    scratch = np.empty(w, dtype=np.int32)
+    tmp = np.empty(w, dtype=np.float32)
+    a = f32(alpha)
+    b = f32(beta)
+    for i in range(m):
+        row = y[i, n0:n1]
+        if has_bias:
+            bb = bias[n0:n1]
+            for j in range(w):
+                row[j] += bb[j]
+        if code == 1:
+            for j in range(w):
+                row[j] = max(row[j], f32(0.0))
+        elif code == 2:
+            for j in range(w):
+                v = row[j]
+                row[j] = f32(0.5) * v * (f32(1.0) + erf32(v * f32(_SQRT1_2)))
+        elif code == 3:
+            for j in range(w):
+                v = row[j]
+                u = f32(_SQRT_2_OVER_PI) * (v + f32(0.044715) * v * v * v)
+                row[j] = f32(0.5) * v * (f32(1.0) + tanh32(u))
+        elif code == 4 or code == 5:
+            for j in range(w):
+                tmp[j] = -row[j]
+            exp_row(tmp, tmp, scratch)
+            if code == 4:
+                for j in range(w):
+                    row[j] = f32(1.0) / (f32(1.0) + tmp[j])
+            else:
+                for j in range(w):
+                    row[j] = row[j] / (f32(1.0) + tmp[j])
+        elif code == 6:
+            for j in range(w):
+                v = row[j]
+                row[j] = v * min(max(v * f32(1.0 / 6.0) + f32(0.5), f32(0.0)), f32(1.0))
+        elif code == 7:
+            for j in range(w):
+                row[j] = min(max(row[j], a), b)
+        elif code == 8:
+            for j in range(w):
+                v = row[j]
+                row[j] = v if v >= f32(0.0) else v * a
+        elif code == 9:
+            for j in range(w):
+                row[j] = tanh32(row[j])
+        elif code == 10:
+            for j in range(w):
+                row[j] = min(max(row[j] * a + b, f32(0.0)), f32(1.0))
+
+
+_NO_BIAS = np.zeros(1, dtype=np.float32)
+
+
+def epilogue(y: np.ndarray, n0: int, n1: int, bias: np.ndarray | None, code: int,
+             alpha: float = 0.0, beta: float = 0.0) -> None:
+    """In place on y[:, n0:n1] (C-contiguous float32 2-D): += bias[n0:n1], then activation."""
+    if bias is None and code == 0:
+        return
+    if y.dtype != np.float32 or not y.flags.c_contiguous or y.ndim != 2:
+        raise ValueError(f"epilogue: C-contiguous float32 matrix expected, got {y.dtype}"
+                         f"{list(y.shape)}")
+    b = _NO_BIAS if bias is None else bias
+    _epilogue(y, n0, n1, b, bias is not None, code, alpha, beta)
+
+
+def epilogue_reference(y: np.ndarray, bias: np.ndarray | None, code: int,
+                       alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
+    """numpy/float64 reference of the whole-matrix epilogue (returns a new array)."""
+    v = y.astype(np.float64) + (0.0 if bias is None else bias.astype(np.float64))
+    erf = np.vectorize(math.erf)
+    out = {
+        0: lambda: v,
+        1: lambda: np.maximum(v, 0.0),
+        2: lambda: 0.5 * v * (1.0 + erf(v * _SQRT1_2)),
+        3: lambda: 0.5 * v * (1.0 + np.tanh(_SQRT_2_OVER_PI * (v + 0.044715 * v**3))),
+        4: lambda: 1.0 / (1.0 + np.exp(-v)),
+        5: lambda: v / (1.0 + np.exp(-v)),
+        6: lambda: v * np.clip(v / 6.0 + 0.5, 0.0, 1.0),
+        7: lambda: np.clip(v, alpha, beta),
+        8: lambda: np.where(v >= 0, v, v * alpha),
+        9: lambda: np.tanh(v),
+        10: lambda: np.clip(v * alpha + beta, 0.0, 1.0),
+    }[code]()
+    return out.astype(y.dtype)
