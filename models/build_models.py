@@ -95,6 +95,7 @@ def build_one(
         "exporter": exporter,
         "requested_opset": opset,
         "size": args.size,
+        "seed": args.seed,
         "file": path.name,
         "input_names": list(spec.input_names),
         "output_names": list(spec.output_names),
@@ -104,7 +105,7 @@ def build_one(
         entry[kind] = f"{s}.{kind}.npz"
     old = log.get(path.name)
     files = ("file", "inputs", "outputs", "alt_inputs", "alt_outputs")
-    if not args.force and old and not old.get("error"):
+    if not args.force and old and not old.get("error") and old.get("seed") == args.seed:
         if all((out / entry[k]).exists() for k in files):
             return old | {"cached": True}
     main_feeds, alt_feeds = sidecar_feeds(spec, args.size)

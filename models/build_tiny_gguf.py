@@ -52,19 +52,23 @@ class ArchSpec:
     add_bos: bool = False
     emb_std: float = 0.3
     out_norm_mean: float = 1.0  # output_norm weights ~ mean + N(0, 0.1^2)
+    post_norm_mean: float = 1.0  # gemma3 post-attention / post-FFN norm weights
     extra: dict[str, object] = field(default_factory=dict)  # arch-specific metadata
 
 
 ARCHS: dict[str, ArchSpec] = {
     "llama": ArchSpec("llama", seed=101, rope_base=100000.0, add_bos=True),
-    "qwen2": ArchSpec("qwen2", seed=202, rope_base=1000000.0, norm_eps=1e-6, tied=True),
+    "qwen2": ArchSpec("qwen2", seed=202, rope_base=1000000.0, norm_eps=1e-6, tied=True,
+                      emb_std=0.1, out_norm_mean=3.0),
     "qwen3": ArchSpec("qwen3", seed=303, rope_base=1000000.0, norm_eps=1e-6),
     # 3 layers with pattern 3: layers 0 and 1 use an 8-token sliding window and
-    # rope base 10000 (freq_base_swa), layer 2 is global with base 1e6. Embeddings are
-    # scaled by sqrt(256) = 16 on input, so they start small (else the residual stream is
-    # the input token and the tied head repeats it); a larger output norm spreads logits.
+    # rope base 10000 (freq_base_swa), layer 2 is global with base 1e6. The tied head
+    # scores token v by (residual . embedding_v), and the input embedding enters the
+    # residual scaled by 16: small embeddings and larger post-norms keep the current
+    # token from always winning; a large output norm restores the logit spread.
     "gemma3": ArchSpec("gemma3", seed=404, n_layer=3, rope_base=1000000.0, norm_eps=1e-6,
-                       tied=True, add_bos=True, emb_std=0.06, out_norm_mean=4.0,
+                       tied=True, add_bos=True, emb_std=0.01, out_norm_mean=25.0,
+                       post_norm_mean=2.0,
                        extra={"sliding_window": 8, "sliding_window_pattern": 3,
                               "rope.freq_base_swa": 10000.0,
                               "final_logit_softcapping": 30.0}),
@@ -125,13 +129,13 @@ def _weights(spec: ArchSpec) -> dict[str, np.ndarray]:
             w[f"{p}.attn_k_norm.weight"] = norm(HEAD_DIM)
         w[f"{p}.attn_output.weight"] = mat(N_EMBD, q_dim)
         if spec.arch == "gemma3":
-            w[f"{p}.post_attention_norm.weight"] = norm(N_EMBD)
+            w[f"{p}.post_attention_norm.weight"] = norm(N_EMBD, spec.post_norm_mean)
         w[f"{p}.ffn_norm.weight"] = norm(N_EMBD)
         w[f"{p}.ffn_gate.weight"] = mat(N_FF, N_EMBD, 1.5)
         w[f"{p}.ffn_up.weight"] = mat(N_FF, N_EMBD)
         w[f"{p}.ffn_down.weight"] = mat(N_EMBD, N_FF)
         if spec.arch == "gemma3":
-            w[f"{p}.post_ffw_norm.weight"] = norm(N_EMBD)
+            w[f"{p}.post_ffw_norm.weight"] = norm(N_EMBD, spec.post_norm_mean)
     w["output_norm.weight"] = norm(N_EMBD, spec.out_norm_mean)
     if not spec.tied:
         w["output.weight"] = mat(N_VOCAB, N_EMBD, 4.0)

@@ -1,0 +1,84 @@
+"""Small matching helpers shared by the fusion passes."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from onnxexec.ir.graph import Graph, Node
+from onnxexec.ir.passes._editor import GraphEditor
+from onnxexec.ir.passes.shape_inference import Facts, infer_shapes
+
+FLOAT = TensorProto.FLOAT
+
+_facts_cache: dict[int, tuple[Graph, dict[str, Facts]]] = {}
+
+
+def facts_of(g: Graph) -> dict[str, Facts]:
+    """infer_shapes(g), remembered for the last few graphs (passes that change nothing
+    return the same Graph object, so consecutive passes share one inference)."""
+    hit = _facts_cache.get(id(g))
+    if hit is not None and hit[0] is g:
+        return hit[1]
+    facts = infer_shapes(g)
+    if len(_facts_cache) > 8:
+        _facts_cache.clear()
+    _facts_cache[id(g)] = (g, facts)
+    return facts
+
+
+def is_float32(facts: dict[str, Facts], name: str) -> bool:
+    f = facts.get(name)
+    return f is not None and f.elem == FLOAT
+
+
+def const_operand(ed: GraphEditor, n: Node) -> tuple[str, np.ndarray, int] | None:
+    """For a binary node with exactly one constant input: (other input, constant, its index)."""
+    if len(n.inputs) != 2 or not all(n.inputs):
+        return None
+    c0, c1 = ed.const(n.inputs[0]), ed.const(n.inputs[1])
+    if (c0 is None) == (c1 is None):
+        return None
+    return (n.inputs[1], c0, 0) if c0 is not None else (n.inputs[0], c1, 1)
+
+
+def scalar_operand(ed: GraphEditor, n: Node) -> tuple[str, float] | None:
+    """For a binary node whose constant input holds one number: (other input, number)."""
+    m = const_operand(ed, n)
+    if m is None or m[1].size != 1 or m[1].dtype.kind not in "fiu":
+        return None
+    return m[0], float(m[1].reshape(-1)[0])
+
+
+def close(a: float | None, b: float, rtol: float = 1e-3) -> bool:
+    return a is not None and abs(a - b) <= rtol * abs(b)
+
+
+def other_input(n: Node, name: str) -> str | None:
+    """The input of a binary node that is not `name` (None if `name` is not an input)."""
+    if len(n.inputs) != 2:
+        return None
+    if n.inputs[0] == name:
+        return n.inputs[1]
+    if n.inputs[1] == name:
+        return n.inputs[0]
+    return None
+
+
+def only_consumer(ed: GraphEditor, name: str, *op_types: str) -> Node | None:
+    """The single node reading `name` (read once, not a graph output) if of `op_types`."""
+    if not ed.single_use(name):
+        return None
+    users = ed.consumers(name)
+    if len(users) != 1 or users[0].domain or users[0].op_type not in op_types:
+        return None
+    return users[0]
+
+
+def last_axis_vector(v: np.ndarray, n: int) -> np.ndarray | None:
+    """`v` as an (n,) vector if it broadcasts only along the last axis, else None."""
+    if v.size == n and all(d == 1 for d in v.shape[:-1]) and (v.ndim == 0 or v.shape[-1] == n):
+        return v.reshape(n)
+    if v.size == 1:
+        return np.full(n, v.reshape(-1)[0], dtype=v.dtype)
+    return None

@@ -1,0 +1,84 @@
+"""MatMul (+ Add of a bias) and Gemm -> onnxexec::FusedMatMul (float32 only).
+
+- MatMul(A, B) -> Add(., bias): FusedMatMul(A, B, bias) when bias is a constant that
+  broadcasts along the last axis only, and the MatMul result has no other reader.
+- Gemm(A, B, C) with transA=0, alpha=1, and C absent or a per-column (N,) / (1, N)
+  constant with beta=1 (or beta folded into the constant): FusedMatMul(A, B, C; transB).
+- Any remaining float32 MatMul: FusedMatMul(A, B) (threaded kernels).
+
+Activation fusion (fuse_activation) then folds a following Relu / Gelu / ... in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxexec.ir.graph import Graph, Node
+from onnxexec.ir.passes._editor import GraphEditor
+from onnxexec.ir.passes._patterns import facts_of, is_float32, last_axis_vector, only_consumer
+
+D = "onnxexec"
+
+
+def _bias_for(ed: GraphEditor, mm: Node, add: Node, facts) -> np.ndarray | None:
+    other = add.inputs[1] if add.inputs[0] == mm.outputs[0] else add.inputs[0]
+    c = ed.const(other)
+    w = ed.const(mm.inputs[1])
+    out = facts.get(mm.outputs[0])
+    if c is None or c.dtype != np.float32 or out is None or out.shape is None:
+        return None
+    n = out.shape[-1] if out.shape else None
+    if not isinstance(n, int) or c.ndim > len(out.shape) or (w is not None and w.ndim < 2):
+        return None
+    return last_axis_vector(c, n)
+
+
+def _gemm(ed: GraphEditor, n: Node, facts) -> Node | None:
+    a = n.attrs
+    if a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or not is_float32(facts, n.inputs[0]):
+        return None
+    ins = list(n.inputs[:2])
+    if len(n.inputs) > 2 and n.inputs[2]:
+        c = ed.const(n.inputs[2])
+        out = facts.get(n.outputs[0])
+        if c is None or out is None or out.shape is None or not isinstance(out.shape[1], int):
+            return None
+        vec = last_axis_vector(c, out.shape[1]) if c.ndim <= 2 else None
+        if vec is None or vec.dtype != np.float32:
+            return None
+        beta = a.get("beta", 1.0)
+        if beta != 1.0:
+            vec = (vec * np.float32(beta)).astype(np.float32)
+        if vec is not c:
+            ins.append(ed.add_const(f"{n.inputs[2]}__bias", np.ascontiguousarray(vec)))
+        else:
+            ins.append(n.inputs[2])
+    return Node("FusedMatMul", tuple(ins), n.outputs, {"transB": a.get("transB", 0)},
+                n.name, D)
+
+
+def fuse_matmul(g: Graph) -> Graph:
+    """`g` with MatMul/Gemm (+ bias Add) as FusedMatMul nodes (`g` if none applies)."""
+    facts = facts_of(g)
+    ed = GraphEditor(g)
+    for n in ed.nodes:
+        if n.domain or n.op_type not in ("MatMul", "Gemm") or not ed.claim([n]):
+            continue
+        if n.op_type == "Gemm":
+            new = _gemm(ed, n, facts)
+            if new is not None:
+                ed.replace([n], n, new)
+            continue
+        if not (is_float32(facts, n.inputs[0]) and is_float32(facts, n.inputs[1])):
+            continue
+        add = only_consumer(ed, n.outputs[0], "Add")
+        bias = _bias_for(ed, n, add, facts) if add is not None else None
+        if add is not None and bias is not None and ed.claim([add]):
+            name = ed.add_const(f"{n.outputs[0]}__bias", np.ascontiguousarray(bias))
+            ed.replace([n, add], add, Node("FusedMatMul", (*n.inputs, name), add.outputs, {},
+                                           add.name or n.name, D))
+        else:
+            ed.replace([n], n, Node("FusedMatMul", n.inputs, n.outputs, {}, n.name, D))
+    if ed.changed:
+        ed.use_domain(D)
+    return ed.build() if ed.changed else g

@@ -1,0 +1,82 @@
+"""onnxexec::FusedMatMul and onnxexec::FusedConv: a product with its bias and
+activation applied in one pass (graph passes fuse_matmul_add / fuse_activation).
+
+float32 runs the threaded kernels (kernels/gemm.py, kernels/activations.py); other
+dtypes take the plain numpy path, so a fused graph computes what the unfused one did.
+Activation names and parameters: kernels.activations.ACT ("Clip" alpha/beta = min/max,
+"LeakyRelu" alpha, "HardSigmoid" alpha/beta).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxexec.kernels.activations import ACT, epilogue, epilogue_reference
+from onnxexec.kernels.gemm import batched, linear
+from onnxexec.ops.conv import _compute_dtype, _geometry, conv_nd
+from onnxexec.ops.registry import op
+
+D = "onnxexec"
+F32 = np.dtype(np.float32)
+
+
+def _code(activation: str) -> int:
+    try:
+        return ACT[activation]
+    except KeyError:
+        raise ValueError(f"unknown fused activation '{activation}'") from None
+
+
+def activate(y: np.ndarray, activation: str, alpha: float, beta: float) -> np.ndarray:
+    """`y` after the activation, in place when float32 C-contiguous (y must be fresh)."""
+    code = _code(activation)
+    if code == 0:
+        return y
+    if y.dtype == F32 and y.flags.c_contiguous and y.size:
+        epilogue(y.reshape(-1, y.shape[-1]) if y.ndim else y.reshape(1, 1), 0,
+                 y.shape[-1] if y.ndim else 1, None, code, alpha, beta)
+        return y
+    return epilogue_reference(y, None, code, alpha, beta)
+
+
+@op("FusedMatMul", 1, domain=D)
+def fused_matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *,
+                 transB: int = 0, activation: str = "", alpha: float = 0.0,
+                 beta: float = 0.0) -> np.ndarray:
+    """act(A @ B' + bias): numpy matmul broadcasting, B' = B or (transB) B with its last
+    two axes swapped, bias broadcast along the last axis."""
+    w = np.swapaxes(b, -1, -2) if transB else b
+    fast = a.dtype == F32 and w.dtype == F32 and (bias is None or bias.dtype == F32)
+    if fast and w.ndim == 2 and a.ndim >= 1 and (bias is None or bias.size == w.shape[1]):
+        bb = None if bias is None else bias.reshape(-1)
+        return linear(a, w, bb, _code(activation), alpha, beta)
+    if fast and a.ndim >= 3 and w.ndim >= 3:
+        y = batched(a, w)
+    else:
+        y = np.matmul(a, w)
+    if bias is not None:
+        y += bias  # y is fresh; bias broadcasts along the last axis only (pass contract)
+    return activate(y, activation, alpha, beta)
+
+
+@op("FusedConv", 1, domain=D)
+def fused_conv(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    auto_pad: str = "NOTSET",
+    dilations: tuple[int, ...] | None = None,
+    group: int = 1,
+    kernel_shape: tuple[int, ...] | None = None,
+    pads: tuple[int, ...] | None = None,
+    strides: tuple[int, ...] | None = None,
+    activation: str = "",
+    alpha: float = 0.0,
+    beta: float = 0.0,
+) -> np.ndarray:
+    """act(Conv(X, W, B)) with Conv's attributes: X (N, C, D...), W (M, C/group, K...)."""
+    g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    y = conv_nd(x, w, b, group=group, g=g, dt=_compute_dtype(x.dtype))
+    y = np.ascontiguousarray(y.astype(x.dtype, copy=False))
+    return activate(y, activation, alpha, beta)
