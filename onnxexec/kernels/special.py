@@ -8,13 +8,21 @@ import numba as nb
 import numpy as np
 
 
-@nb.vectorize(["float32(float32)", "float64(float64)"], cache=True)
-def _erf(x):
-    return math.erf(x)
+@nb.njit(cache=True, nogil=True)
+def _erf(x, out):
+    """out[i] = erf(x[i]) over flat contiguous float32/float64 arrays."""
+    for i in range(x.size):
+        out[i] = math.erf(x[i])
 
 
 def erf(x: np.ndarray) -> np.ndarray:
-    """Elementwise Gauss error function; float16/bfloat16 are computed in float32."""
-    if x.dtype in (np.float32, np.float64):
-        return _erf(x)
-    return _erf(x.astype(np.float32)).astype(x.dtype)
+    """Elementwise Gauss error function; float16/bfloat16 are computed in float32.
+
+    Compiled lazily on first use (per dtype) and cached on disk, so importing the op
+    registry costs no compilation.
+    """
+    work = x if x.dtype in (np.float32, np.float64) else x.astype(np.float32)
+    flat = np.ascontiguousarray(work).reshape(-1)
+    out = np.empty_like(flat)
+    _erf(flat, out)
+    return out.reshape(x.shape).astype(x.dtype, copy=False)

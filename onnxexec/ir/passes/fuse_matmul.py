@@ -74,7 +74,9 @@ def fuse_matmul(g: Graph) -> Graph:
         add = only_consumer(ed, n.outputs[0], "Add")
         bias = _bias_for(ed, n, add, facts) if add is not None else None
         if add is not None and bias is not None and ed.claim([add]):
-            name = ed.add_const(f"{n.outputs[0]}__bias", np.ascontiguousarray(bias))
+            other = add.inputs[1] if add.inputs[0] == n.outputs[0] else add.inputs[0]
+            name = other if ed.const(other).ndim == 1 else ed.add_const(
+                f"{n.outputs[0]}__bias", np.ascontiguousarray(bias))
             ed.replace([n, add], add, Node("FusedMatMul", (*n.inputs, name), add.outputs, {},
                                            add.name or n.name, D))
         else:
