@@ -21,7 +21,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from onnxexec.kernels import qtypes as q
-from onnxexec.kernels.qmatmul import FAST_TYPES, prepare_weight, qmatmul
+from onnxexec.kernels.qmatmul import BLAS_MIN_T, FAST_TYPES, prepare_weight, qmatmul
 from onnxexec.loaders.ggml_types import BLOCK, GGMLType
 
 SHAPES = [(576, 576), (1536, 576), (576, 1536), (49152, 576)]  # (N, K) = W's rows, cols
@@ -54,7 +54,9 @@ def _time(fn, min_time: float) -> float:
 
 def bench_types(types: list[GGMLType], t_rows: list[int], min_time: float) -> None:
     rng = np.random.default_rng(0)
-    print(f"{'type':7s} {'N x K':>12s} {'T':>4s} {'path':>5s} {'us':>9s} {'GFLOP/s':>8s} {'GB/s':>6s}")
+    print(
+        f"{'type':7s} {'N x K':>12s} {'T':>4s} {'path':>5s} {'us':>9s} {'GFLOP/s':>8s} {'GB/s':>6s}"
+    )
     for t in types:
         for n, k in SHAPES:
             if BLOCK[t][0] == q.QK_K and k % q.QK_K:
@@ -65,9 +67,11 @@ def bench_types(types: list[GGMLType], t_rows: list[int], min_time: float) -> No
                 x = rng.standard_normal((tr, k)).astype(np.float32)
                 out = np.empty((tr, n), np.float32)
                 dt = _time(lambda x=x, w=w, out=out: qmatmul(x, w, out=out), min_time)
-                path = "int8" if (tr < 16 and int(t) in FAST_TYPES) else "float"
-                print(f"{t.name:7s} {f'{n}x{k}':>12s} {tr:4d} {path:>5s} {dt * 1e6:9.1f} "
-                      f"{2 * n * k * tr / dt / 1e9:8.1f} {raw.nbytes / dt / 1e9:6.1f}")
+                path = "int8" if (tr < BLAS_MIN_T and int(t) in FAST_TYPES) else "float"
+                print(
+                    f"{t.name:7s} {f'{n}x{k}':>12s} {tr:4d} {path:>5s} {dt * 1e6:9.1f} "
+                    f"{2 * n * k * tr / dt / 1e9:8.1f} {raw.nbytes / dt / 1e9:6.1f}"
+                )
 
 
 def bench_model(path: str, min_time: float) -> None:
@@ -90,8 +94,10 @@ def bench_model(path: str, min_time: float) -> None:
     dt = _time(step, min_time)
     flops = sum(2 * w.shape[0] * w.shape[1] for w in ws)
     nbytes = sum(t.n_bytes for t in mats.values())
-    print(f"{path}: {len(ws)} matmuls per token, {dt * 1e3:.2f} ms -> {1 / dt:.1f} tokens/s "
-          f"(matmuls only), {flops / dt / 1e9:.1f} GFLOP/s, {nbytes / dt / 1e9:.1f} GB/s")
+    print(
+        f"{path}: {len(ws)} matmuls per token, {dt * 1e3:.2f} ms -> {1 / dt:.1f} tokens/s "
+        f"(matmuls only), {flops / dt / 1e9:.1f} GFLOP/s, {nbytes / dt / 1e9:.1f} GB/s"
+    )
 
 
 def main() -> None:

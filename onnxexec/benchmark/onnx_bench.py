@@ -73,7 +73,8 @@ def _max_abs_diff(a: Any, b: Any) -> float:
     return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
 
 
-def peak_rss_mb(engine: str, model: str, feed_path: str, threads: int, runs: int = 3) -> float:
+def peak_rss_mb(engine: str, model: str, feed_path: str, threads: int, runs: int = 3,
+                level: int = 99) -> float:
     """Peak RSS (MB) of a fresh process that creates the session and runs it."""
     code = (
         "import resource, sys, numpy as np\n"
@@ -86,7 +87,7 @@ def peak_rss_mb(engine: str, model: str, feed_path: str, threads: int, runs: int
         "else:\n"
         "    import onnxexec\n"
         "    s = onnxexec.InferenceSession(model, onnxexec.SessionOptions("
-        "intra_op_num_threads=threads))\n"
+        f"intra_op_num_threads=threads, graph_optimization_level={int(level)}))\n"
         f"for _ in range({runs}): s.run(None, feed)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
     )
@@ -112,9 +113,13 @@ def bench_onnx(
     vs: str | None = "onnxruntime",
     memory: bool = True,
     feed_path: str | None = None,
+    level: int = 99,
 ) -> BenchResult:
-    """Interleave runs of each engine so machine noise hits both equally."""
-    opts = SessionOptions(intra_op_num_threads=threads)
+    """Interleave runs of each engine so machine noise hits both equally.
+
+    `level` is onnxexec's graph_optimization_level (onnxruntime keeps its default).
+    """
+    opts = SessionOptions(intra_op_num_threads=threads, graph_optimization_level=level)
     ours, t_ours = _timed(lambda: InferenceSession(model, opts))
     engines = [EngineResult("onnxexec", t_ours)]
     runners: list[Callable[[], list[Any]]] = [lambda: ours.run(None, feed)]
@@ -140,7 +145,7 @@ def bench_onnx(
             result.max_abs_diff[n] = _max_abs_diff(a, b)
     if memory and feed_path:
         for eng in engines:
-            eng.peak_rss_mb = peak_rss_mb(eng.name, model, feed_path, threads)
+            eng.peak_rss_mb = peak_rss_mb(eng.name, model, feed_path, threads, level=level)
     return result
 
 

@@ -100,7 +100,7 @@ def epilogue_reference(y: np.ndarray, bias: np.ndarray | None, code: int,
                        alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
     """numpy/float64 reference of the whole-matrix epilogue (returns a new array)."""
     v = y.astype(np.float64) + (0.0 if bias is None else bias.astype(np.float64))
-    erf = np.vectorize(math.erf)
+    erf = np.vectorize(math.erf, otypes=[np.float64])  # otypes: works on empty arrays
     out = {
         0: lambda: v,
         1: lambda: np.maximum(v, 0.0),

@@ -5,14 +5,20 @@ Dh head size; the cache holds positions [0, pos+T). Masking follows llama.cpp's
 (llama-hparams.h is_masked_swa, LLAMA_SWA_TYPE_STANDARD): query position p may
 see cache position j when j <= p and, with a window W > 0, p - j < W.
 
-Numerics follow ggml's CPU path without flash attention (llama-graph.cpp
-build_attn_mha): scores = q . k (optionally soft-capped: cap * tanh(s / cap)), then
-softmax(scale * scores) with the exponentials summed in float64
-(ggml_vec_soft_max_f32), then probabilities @ V. With `f16=True` the operands are
-rounded to half precision where ggml converts them: llama.cpp's default KV cache is
-F16, and ggml_mul_mat converts the f32 operand to the cache's vec_dot type, so q
-(for q . k) and the probabilities (for p @ V) are rounded to f16 as well; sums stay
-float32. The caller stores f16-rounded k/v in the cache.
+Two numerics:
+- float (`ggml=False`): float32 dot products, softmax with float64 sums.
+- ggml (`ggml=True`): bit-exact with llama.cpp's default CPU path (F16 KV cache, no
+  flash attention; llama-graph.cpp build_attn_mha): the caller stores half-rounded k/v;
+  q and the softmax probabilities are rounded to half (ggml_mul_mat converts the f32
+  operand to the cache's vec_dot type); scores are soft-capped, scaled, and
+  exponentiated with ggml_v_expf over rows of n_kv = max(256, pos+T rounded up to 256)
+  cache cells (capped at the cache size; llama_kv_cache::get_n_kv), each 8-wide chunk
+  summed in float and the chunk sums in double (ggml_vec_soft_max_f32). The two
+  matrix products sum in ggml's order: for T >= 2 llamafile's tinyBLAS (8 lanes,
+  lane l takes k = l, l+8, ...; reduced as (a0+a2)+(a1+a3) with a_i = l_i + l_{i+4}),
+  for T = 1 ggml_vec_dot_f16 (4 x 8 accumulators over 32-wide steps; reduced pairwise
+  (0+2, 1+3, then 0+1), then (t0+t1)+(t2+t3), leftovers added in double). Products of
+  two halves are exact in float32, so each fused multiply-add is a float32 add.
 """
 
 from __future__ import annotations
@@ -23,65 +29,164 @@ import numba as nb
 import numpy as np
 
 from onnxexec.kernels.fp16 import round_to_f16
+from onnxexec.kernels.ggml_math import expf
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _hsum_tiny(lanes):
+    """tinyBLAS hsum of an 8-lane accumulator."""
+    a0 = np.float32(lanes[0] + lanes[4])
+    a1 = np.float32(lanes[1] + lanes[5])
+    a2 = np.float32(lanes[2] + lanes[6])
+    a3 = np.float32(lanes[3] + lanes[7])
+    return np.float32(np.float32(a0 + a2) + np.float32(a1 + a3))
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _reduce_vec_dot(acc):
+    """GGML_F32x8_REDUCE of 4 x 8 accumulators (ggml_vec_dot_f16 on AVX2)."""
+    t = np.empty(4, np.float32)
+    for i in range(4):
+        lo = np.float32(np.float32(acc[0, i] + acc[2, i]) + np.float32(acc[1, i] + acc[3, i]))
+        hi = np.float32(np.float32(acc[0, i + 4] + acc[2, i + 4])
+                        + np.float32(acc[1, i + 4] + acc[3, i + 4]))
+        t[i] = np.float32(lo + hi)
+    return np.float32(np.float32(t[0] + t[1]) + np.float32(t[2] + t[3]))
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def _attend(q, k_cache, v_cache, pos, scale, window, softcap, f16, out):
-    """out[t, h*Dh:(h+1)*Dh] = softmax(scale * q_th . K^T) V over the visible cache rows.
+def _attend_ggml(q, k_cache, v_cache, pos, scale, window, softcap, n_kv, out):
+    """See the module docstring; q (T, H*Dh), caches (C, Hkv, Dh) holding halves.
 
-    q (T, H*Dh) f32, k_cache/v_cache (C, Hkv, Dh) f32, out (T, H*Dh) f32.
+    Cells outside [lo, p] have probability 0 and add exact zeros to any lane, so the
+    loops skip them; lanes and chunks are still numbered from cell 0.
     """
     T = q.shape[0]
     Hkv = k_cache.shape[1]
     Dh = k_cache.shape[2]
     H = q.shape[1] // Dh
     group = H // Hkv
-    n_kv = pos + T
+    # llamafile_sgemm handles T >= 2 when k % 8 == 0 and m % 4 == 0, else ggml_vec_dot
+    tiny_kq = T > 1 and Dh % 8 == 0 and n_kv % 4 == 0
+    tiny_kqv = T > 1 and n_kv % 8 == 0 and Dh % 4 == 0
+    n32 = n_kv & ~31
     for th in nb.prange(T * H):  # each (t, h) writes its own slice of out: no races
         t = th // H
         h = th % H
         hk = h // group
         p = pos + t
-        lo = 0
-        if window > 0 and p - window + 1 > 0:
-            lo = p - window + 1
-        hi = min(p + 1, n_kv)
-        scores = np.empty(hi - lo, dtype=np.float32)
+        lo = p - window + 1 if window > 0 and p - window + 1 > 0 else 0
         qo = h * Dh
-        qv = np.empty(Dh, dtype=np.float32)
+        qv = np.empty(Dh, np.float32)
         for d in range(Dh):
-            qv[d] = round_to_f16(q[t, qo + d]) if f16 else q[t, qo + d]
+            qv[d] = round_to_f16(q[t, qo + d])
+        w = np.zeros(p + 1, np.float32)  # scores, then probabilities
         m = np.float32(-np.inf)
-        for j in range(lo, hi):
+        lanes = np.zeros(8, np.float32)
+        acc = np.zeros((4, 8), np.float32)
+        for j in range(lo, p + 1):
+            kr = k_cache[j, hk]
+            if tiny_kq:
+                lanes[:] = 0.0
+                for d in range(Dh):
+                    lanes[d & 7] += kr[d] * qv[d]
+                s = _hsum_tiny(lanes)
+            else:
+                acc[:] = 0.0
+                d32 = Dh & ~31
+                for d in range(d32):
+                    acc[(d >> 3) & 3, d & 7] += kr[d] * qv[d]
+                s64 = np.float64(_reduce_vec_dot(acc))
+                for d in range(d32, Dh):
+                    s64 += np.float64(np.float32(kr[d] * qv[d]))
+                s = np.float32(s64)
+            if softcap > 0.0:
+                s = np.float32(softcap * math.tanh(np.float32(s * np.float32(1.0 / softcap))))
+            s = np.float32(s * scale)
+            w[j] = s
+            m = max(m, s)
+        total = 0.0
+        e = np.zeros(8, np.float32)
+        for c in range(lo // 8 * 8, p + 1, 8):  # 8-wide chunks from cell 0
+            for i in range(8):
+                j = c + i
+                e[i] = 0.0
+                if lo <= j <= p:
+                    e[i] = expf(np.float32(w[j] - m))
+                    w[j] = e[i]
+            total += np.float64(_hsum_tiny(e))
+        inv = np.float32(1.0 / total)
+        for j in range(lo, p + 1):
+            w[j] = round_to_f16(np.float32(w[j] * inv))
+        if tiny_kqv:
+            lanes2 = np.zeros((Dh, 8), np.float32)
+            for j in range(lo, p + 1):
+                wj = w[j]
+                for d in range(Dh):
+                    lanes2[d, j & 7] += v_cache[j, hk, d] * wj
+            for d in range(Dh):
+                out[t, qo + d] = _hsum_tiny(lanes2[d])
+        else:
+            acc2 = np.zeros((Dh, 4, 8), np.float32)
+            for j in range(lo, min(p + 1, n32)):
+                wj = w[j]
+                for d in range(Dh):
+                    acc2[d, (j >> 3) & 3, j & 7] += v_cache[j, hk, d] * wj
+            for d in range(Dh):
+                r = np.float64(_reduce_vec_dot(acc2[d]))
+                for j in range(max(lo, n32), p + 1):
+                    r += np.float64(np.float32(v_cache[j, hk, d] * w[j]))
+                out[t, qo + d] = np.float32(r)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def _attend(q, k_cache, v_cache, pos, scale, window, softcap, out):
+    """Float path: out[t, h] = softmax(scale * q_th . K^T) V over the visible cells."""
+    T = q.shape[0]
+    Hkv = k_cache.shape[1]
+    Dh = k_cache.shape[2]
+    H = q.shape[1] // Dh
+    group = H // Hkv
+    for th in nb.prange(T * H):
+        t = th // H
+        h = th % H
+        hk = h // group
+        p = pos + t
+        lo = p - window + 1 if window > 0 and p - window + 1 > 0 else 0
+        scores = np.empty(p + 1 - lo, dtype=np.float32)
+        qo = h * Dh
+        m = np.float32(-np.inf)
+        for j in range(lo, p + 1):
             s = np.float32(0.0)
             for d in range(Dh):
-                s += qv[d] * k_cache[j, hk, d]
+                s += q[t, qo + d] * k_cache[j, hk, d]
             if softcap > 0.0:
                 s = np.float32(softcap * math.tanh(s / softcap))
             s *= scale
             scores[j - lo] = s
-            if s > m:
-                m = s
-        total = 0.0  # float64, as ggml_vec_soft_max_f32's ggml_float sum
-        for j in range(hi - lo):
+            m = max(m, s)
+        total = 0.0
+        for j in range(p + 1 - lo):
             e = np.float32(math.exp(scores[j] - m))
             scores[j] = e
             total += e
         inv = np.float32(1.0 / total)
-        for j in range(hi - lo):
-            w = scores[j] * inv
-            scores[j] = round_to_f16(w) if f16 else w
         for d in range(Dh):
             out[t, qo + d] = 0.0
-        for j in range(lo, hi):
-            w = scores[j - lo]
+        for j in range(lo, p + 1):
+            wj = scores[j - lo] * inv
             for d in range(Dh):
-                out[t, qo + d] += w * v_cache[j, hk, d]
+                out[t, qo + d] += wj * v_cache[j, hk, d]
+
+
+def ggml_n_kv(pos: int, T: int, cache_size: int) -> int:
+    """Cells llama.cpp attends over: max(256, pos+T rounded up to 256), capped at the cache."""
+    return min(cache_size, max(256, -(-(pos + T) // 256) * 256))
 
 
 def kv_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos: int,
                  scale: float, window: int = 0, softcap: float = 0.0,
-                 f16: bool = False) -> np.ndarray:
+                 ggml: bool = False) -> np.ndarray:
     """(T, H*Dh) f32 queries at positions pos.. over a (C, Hkv, Dh) cache -> (T, H*Dh)."""
     T, HD = q.shape
     C, Hkv, Dh = k_cache.shape
@@ -92,6 +197,10 @@ def kv_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos: i
     if pos < 0 or pos + T > C:
         raise ValueError(f"positions [{pos}, {pos + T}) exceed the KV cache size {C}")
     out = np.empty_like(q)
-    _attend(np.ascontiguousarray(q), k_cache, v_cache, pos, np.float32(scale), window,
-            np.float32(softcap), bool(f16), out)
+    q = np.ascontiguousarray(q)
+    if ggml:
+        _attend_ggml(q, k_cache, v_cache, pos, np.float32(scale), window, np.float32(softcap),
+                     ggml_n_kv(pos, T, C), out)
+    else:
+        _attend(q, k_cache, v_cache, pos, np.float32(scale), window, np.float32(softcap), out)
     return out

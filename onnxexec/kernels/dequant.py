@@ -30,8 +30,13 @@ _KERNELS: dict[int, tuple[int, int, Callable[[np.ndarray, np.ndarray], None]]] =
     q.F32: (1, 4, lambda raw, out: out.view(np.uint8).__setitem__(slice(None), raw)),
     q.F16: (1, 2, lambda raw, out: _dequant_f16(raw, out.view(np.uint32))),
     # bfloat16 is the top half of a float32 (ggml_compute_bf16_to_fp32 in ggml-impl.h)
-    q.BF16: (1, 2, lambda raw, out: np.left_shift(raw.view("<u2"), 16, out=out.view(np.uint32),
-                                                   dtype=np.uint32)),
+    q.BF16: (
+        1,
+        2,
+        lambda raw, out: np.left_shift(
+            raw.view("<u2"), 16, out=out.view(np.uint32), dtype=np.uint32
+        ),
+    ),
     q.Q4_0: (q.QK, q.Q4_0_BYTES, _dequant_q4_0),
     q.Q4_1: (q.QK, q.Q4_1_BYTES, _dequant_q4_1),
     q.Q5_0: (q.QK, q.Q5_0_BYTES, _dequant_q5_0),
@@ -66,13 +71,16 @@ def dequantize_into(raw: np.ndarray, ggml_type: int, out: np.ndarray) -> np.ndar
     if out.dtype != np.float32 or not out.flags.c_contiguous:
         raise ValueError("out must be a C-contiguous float32 array")
     if flat.size % block:
-        raise ValueError(f"{q.type_name(ggml_type)}: {flat.size} values is not a multiple of "
-                         f"the block size {block}")
+        raise ValueError(
+            f"{q.type_name(ggml_type)}: {flat.size} values is not a multiple of "
+            f"the block size {block}"
+        )
     src = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
     need = flat.size // block * size
     if src.size != need:
-        raise ValueError(f"{q.type_name(ggml_type)}: {flat.size} values need {need} bytes, "
-                         f"got {src.size}")
+        raise ValueError(
+            f"{q.type_name(ggml_type)}: {flat.size} values need {need} bytes, got {src.size}"
+        )
     kernel(src, flat)
     return out
 

@@ -16,6 +16,8 @@ output element is still one dot product computed by the same sgemm micro-kernel)
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from onnxexec.kernels.activations import epilogue
@@ -32,7 +34,7 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, act: in
     if x.shape[-1] != k:
         raise ValueError(f"matmul: x {list(x.shape)} and weight {list(w.shape)} do not multiply")
     lead = x.shape[:-1]
-    x2 = x.reshape(-1, k)
+    x2 = x.reshape(math.prod(lead), k)  # not -1: K or the batch may be 0
     m = x2.shape[0]
     out = np.empty((m, n), dtype=np.float32)
     threads = num_threads()

@@ -22,6 +22,7 @@ import numpy as np
 
 LANES: Final = 64  # rows per group: 4 AVX2 registers of int16 lanes per vector op
 PAR_MIN_MACS: Final = 1 << 18  # below this many multiply-adds run single-threaded
+PAR_CHUNKS: Final = 16  # prange iterations (groups of groups) of a parallel kernel
 
 
 def to_lanes(a: np.ndarray, lanes: int = LANES) -> np.ndarray:
@@ -41,8 +42,9 @@ def twins(fn: Callable[..., Any], **opts: Any) -> tuple[Any, Any]:
     The serial copy gets its own qualified name so numba's on-disk cache keeps the two
     apart.
     """
-    serial_fn = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
-                                   fn.__defaults__, fn.__closure__)
+    serial_fn = types.FunctionType(
+        fn.__code__, fn.__globals__, fn.__name__ + "_serial", fn.__defaults__, fn.__closure__
+    )
     serial_fn.__qualname__ = fn.__qualname__ + "_serial"
     serial_fn.__doc__ = fn.__doc__
     par = nb.njit(parallel=True, cache=True, nogil=True, **opts)(fn)
@@ -50,10 +52,17 @@ def twins(fn: Callable[..., Any], **opts: Any) -> tuple[Any, Any]:
     return par, ser
 
 
+_MAY_PARALLEL = nb.config.NUMBA_NUM_THREADS > 1
+
+
 def pick(pair: tuple[Any, Any], macs: int) -> tuple[Any, int]:
-    """(kernel, thread count): the parallel twin when the work is worth waking the
-    thread pool, else the serial one with 1."""
-    n = nb.get_num_threads()
-    if macs >= PAR_MIN_MACS and n > 1:
-        return pair[0], n
+    """(kernel, chunk count): the parallel twin when the work is worth waking the
+    thread pool, else the serial one with a single chunk.
+
+    numba.get_num_threads() costs a microsecond per call, too much per decode matmul,
+    so only the static maximum is consulted: after set_num_threads(1) the parallel
+    twin runs its chunks on one thread.
+    """
+    if macs >= PAR_MIN_MACS and _MAY_PARALLEL:
+        return pair[0], PAR_CHUNKS
     return pair[1], 1

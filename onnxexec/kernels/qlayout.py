@@ -56,8 +56,12 @@ def nib_layout(raw: np.ndarray, t: int, n: int, k: int) -> dict[str, object]:
     empty_qh = np.zeros((0, 0, 0, 0), np.int16)
     empty_u = np.zeros((1, 1, 1, 1), np.uint8)
     if t in (q.Q4_0, q.Q4_1, q.Q5_0, q.Q5_1):
-        size = {q.Q4_0: q.Q4_0_BYTES, q.Q4_1: q.Q4_1_BYTES, q.Q5_0: q.Q5_0_BYTES,
-                q.Q5_1: q.Q5_1_BYTES}[t]
+        size = {
+            q.Q4_0: q.Q4_0_BYTES,
+            q.Q4_1: q.Q4_1_BYTES,
+            q.Q5_0: q.Q5_0_BYTES,
+            q.Q5_1: q.Q5_1_BYTES,
+        }[t]
         blk = raw.reshape(n, k // q.QK, size)
         has_min = t in (q.Q4_1, q.Q5_1)
         o = 4 if has_min else 2

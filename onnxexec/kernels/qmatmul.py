@@ -50,12 +50,15 @@ FAST_TYPES: frozenset[int] = frozenset((*_NIB_TYPES, q.Q8_0, q.Q6_K))
 @dataclass(frozen=True, eq=False)
 class QWeight:
     """A (N, K) weight ready for qmatmul/qembedding. `layout` names the array set:
-    "nib" / "q8_0" / "q6_k" (lanes layouts), "raw" (GGUF bytes), "f32" (a float view)."""
+    "nib" / "q8_0" / "q6_k" (lanes layouts), "raw" (GGUF bytes), "f32" (a float view).
+    `args` are the lanes kernels' leading arguments, gathered once (decode calls
+    qmatmul hundreds of times per token)."""
 
     ggml_type: int
     shape: tuple[int, int]
     layout: str
     arrays: dict[str, Any] = field(repr=False)
+    args: tuple[Any, ...] = field(default=(), repr=False)
 
     @property
     def nbytes(self) -> int:
@@ -63,8 +66,10 @@ class QWeight:
         return sum(a.nbytes for a in self.arrays.values() if isinstance(a, np.ndarray))
 
     def __repr__(self) -> str:
-        return (f"QWeight({q.type_name(self.ggml_type)}, shape={self.shape}, "
-                f"layout={self.layout!r}, nbytes={self.nbytes})")
+        return (
+            f"QWeight({q.type_name(self.ggml_type)}, shape={self.shape}, "
+            f"layout={self.layout!r}, nbytes={self.nbytes})"
+        )
 
 
 def prepare_weight(raw: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> QWeight:
@@ -81,65 +86,57 @@ def prepare_weight(raw: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> Q
     flat = np.asarray(raw).reshape(-1).view(np.uint8)
     need = n * (k // block) * size
     if k % block or flat.size != need:
-        raise ValueError(f"{q.type_name(t)} weight {shp}: expected {need} bytes "
-                         f"(row length a multiple of {block}), got {flat.size}")
+        raise ValueError(
+            f"{q.type_name(t)} weight {shp}: expected {need} bytes "
+            f"(row length a multiple of {block}), got {flat.size}"
+        )
     if t in _NIB_TYPES:
-        return QWeight(t, shp, "nib", nib_layout(flat, t, n, k))
+        a = nib_layout(flat, t, n, k)
+        return QWeight(
+            t, shp, "nib", a, (a["qs"], a["qh"], a["fsc"], a["usc"], a["kind"], a["off"])
+        )
     if t == q.Q8_0:
-        return QWeight(t, shp, "q8_0", q8_0_layout(flat, n, k))
+        a = q8_0_layout(flat, n, k)
+        return QWeight(t, shp, "q8_0", a, (a["qs"], a["d"]))
     if t == q.Q6_K:
-        return QWeight(t, shp, "q6_k", q6_k_layout(flat, n, k))
+        a = q6_k_layout(flat, n, k)
+        return QWeight(t, shp, "q6_k", a, (a["ql"], a["qh"], a["sc"], a["d"]))
     if t == q.F32:
         return QWeight(t, shp, "f32", {"w": dequantize(flat, t, shp)})
     return QWeight(t, shp, "raw", {"raw": flat, "row_bytes": k // block * size})
 
 
-def _check_x(x: np.ndarray, w: QWeight) -> np.ndarray:
-    if x.ndim != 2 or x.shape[1] != w.shape[1]:
-        raise ValueError(f"qmatmul: x must be (T, {w.shape[1]}), got {x.shape}")
-    return np.ascontiguousarray(x, dtype=np.float32)
-
-
-def qmatmul(x: np.ndarray, w: QWeight, *, mode: str = "auto",
-            out: np.ndarray | None = None) -> np.ndarray:
+def qmatmul(
+    x: np.ndarray, w: QWeight, *, mode: str = "auto", out: np.ndarray | None = None
+) -> np.ndarray:
     """x (T, K) float32 @ W^T -> (T, N) float32, W (N, K) the prepared GGUF weight.
 
     mode: "auto" (int8 below BLAS_MIN_T rows, else float), "int8" or "float"; see the
     module docstring for the numerics of each. `out` may be given (T, N) float32,
     C-contiguous, to avoid the allocation.
     """
-    x = _check_x(x, w)
-    t_rows = x.shape[0]
     n, k = w.shape
+    if not (type(x) is np.ndarray and x.dtype == np.float32 and x.flags.c_contiguous):
+        x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim != 2 or x.shape[1] != k:
+        raise ValueError(f"qmatmul: x must be (T, {k}), got {x.shape}")
+    t_rows = x.shape[0]
     if out is None:
         out = np.empty((t_rows, n), np.float32)
     elif out.shape != (t_rows, n) or out.dtype != np.float32 or not out.flags.c_contiguous:
         raise ValueError(f"qmatmul: out must be C-contiguous float32 {(t_rows, n)}")
-    if mode not in ("auto", "int8", "float"):
+    if mode != "auto" and mode != "int8" and mode != "float":
         raise ValueError(f"qmatmul: mode must be 'auto', 'int8' or 'float', got {mode!r}")
     if t_rows == 0:
         return out
-    if w.layout == "f32":
-        np.matmul(x, w.arrays["w"].T, out=out)
-        return out
-    use_int8 = w.layout != "raw" and (
-        mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)
-    )
-    if use_int8:
+    if w.args and (mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)):
         kern, n_chunks = pick(_QMV[w.layout], t_rows * n * k)
-        kern(*_layout_args(w), x, out, n_chunks)
-        return out
-    _float_matmul(x, w, out)
+        kern(*w.args, x, out, n_chunks)
+    elif w.layout == "f32":
+        np.matmul(x, w.arrays["w"].T, out=out)
+    else:
+        _float_matmul(x, w, out)
     return out
-
-
-def _layout_args(w: QWeight) -> tuple[Any, ...]:
-    a = w.arrays
-    if w.layout == "nib":
-        return a["qs"], a["qh"], a["fsc"], a["usc"], a["kind"], a["off"]
-    if w.layout == "q8_0":
-        return a["qs"], a["d"]
-    return a["ql"], a["qh"], a["sc"], a["d"]
 
 
 _QMV = {"nib": QMV_NIB, "q8_0": QMV_Q8, "q6_k": QMV_Q6K}
@@ -164,7 +161,7 @@ def _float_matmul(x: np.ndarray, w: QWeight, out: np.ndarray) -> None:
             dequantize_into(raw[n0 * rb : (n0 + p) * rb], w.ggml_type, panel[:p])
             np.matmul(x, panel[:p].T, out=out[:, n0 : n0 + p])
         return
-    args = _layout_args(w)
+    args = w.args
     deq = _DEQ_PANEL[w.layout]
     panel = np.empty((k, min(rows, -(-n // LANES) * LANES)), np.float32)
     for n0 in range(0, n, rows):
@@ -190,7 +187,8 @@ def qembedding(w: QWeight, ids: np.ndarray) -> np.ndarray:
         for i, r in enumerate(idx):
             dequantize_into(raw[r * rb : (r + 1) * rb], w.ggml_type, out[i])
         return out
-    pick(_DEQ_ROWS[w.layout], idx.size * k * 8)[0](*_layout_args(w), idx, out)
+    kern, _ = pick(_DEQ_ROWS[w.layout], idx.size * k * 8)
+    kern(*w.args, idx, out)
     return out
 
 

@@ -1,7 +1,7 @@
 """Lane kernels for the nibble family: Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K.
 
 Layout (built by onnxexec.kernels.qlayout), per group g of LANES rows, 32-value
-block b (K/32 per row), lane l:
+block b (K/32 per row), lane ln:
   qs  (ng, NB, 16, G) u8   byte j: value j in the low nibble, value j+16 in the high
   qh  (ng, NB, 2, G) i16   Q5 only: bit j of [0] / [1] = bit 4 of value j / j+16
                            (empty array for Q4)
@@ -58,12 +58,12 @@ def _qmv_nib(qs, qh, fsc, usc, kind, off, x, out, n_chunks):
             n0 = g * G
             nv = min(G, N - n0)
             for t in range(T):
-                for l in range(G):
-                    acc[l] = 0.0
+                for ln in range(G):
+                    acc[ln] = 0.0
                 for b in range(n_blocks):
-                    for l in range(G):
-                        s0[l] = 0
-                        s1[l] = 0
+                    for ln in range(G):
+                        s0[ln] = 0
+                        s1[ln] = 0
                     xo = b * QK
                     if has_qh:
                         for j in range(16):
@@ -72,44 +72,44 @@ def _qmv_nib(qs, qh, fsc, usc, kind, off, x, out, n_chunks):
                             jj = np.int16(j)
                             one = np.int16(1)
                             four = np.int16(4)
-                            for l in range(G):
-                                v = np.int16(qs[g, b, j, l])
+                            for ln in range(G):
+                                v = np.int16(qs[g, b, j, ln])
                                 # numpy ufuncs keep the bit plane in int16 (numba's
                                 # operators widen to int64, which does not vectorize)
-                                bl = np.bitwise_and(np.right_shift(qh[g, b, 0, l], jj), one)
-                                bh = np.bitwise_and(np.right_shift(qh[g, b, 1, l], jj), one)
+                                bl = np.bitwise_and(np.right_shift(qh[g, b, 0, ln], jj), one)
+                                bh = np.bitwise_and(np.right_shift(qh[g, b, 1, ln], jj), one)
                                 lo = np.int16((v & 15) | np.left_shift(bl, four))
                                 hi = np.int16((v >> 4) | np.left_shift(bh, four))
-                                s0[l] = np.int16(s0[l] + np.int16(lo - 16) * xl)
-                                s1[l] = np.int16(s1[l] + np.int16(hi - 16) * xh)
+                                s0[ln] = np.int16(s0[ln] + np.int16(lo - 16) * xl)
+                                s1[ln] = np.int16(s1[ln] + np.int16(hi - 16) * xh)
                     else:
                         for j in range(16):
                             xl = xq[t, xo + j]
                             xh = xq[t, xo + 16 + j]
-                            for l in range(G):
-                                v = np.int16(qs[g, b, j, l])
-                                s0[l] = np.int16(s0[l] + np.int16(v & 15) * xl)
-                                s1[l] = np.int16(s1[l] + np.int16(v >> 4) * xh)
+                            for ln in range(G):
+                                v = np.int16(qs[g, b, j, ln])
+                                s0[ln] = np.int16(s0[ln] + np.int16(v & 15) * xl)
+                                s1[ln] = np.int16(s1[ln] + np.int16(v >> 4) * xh)
                     xd = xst[t, 0, b]
                     xs = xst[t, 1, b]
                     corr = (bias - offf) * xst[t, 2, b]  # exact: s + corr = sum (q - off) xq
                     if kind == SYM:
-                        for l in range(G):
-                            isum = np.float32(np.int32(s0[l]) + np.int32(s1[l])) + corr
-                            acc[l] += (fsc[g, b, 0, l] * xd) * isum
+                        for ln in range(G):
+                            isum = np.float32(np.int32(s0[ln]) + np.int32(s1[ln])) + corr
+                            acc[ln] += (fsc[g, b, 0, ln] * xd) * isum
                     elif kind == MIN:
-                        for l in range(G):
-                            isum = np.float32(np.int32(s0[l]) + np.int32(s1[l])) + corr
-                            acc[l] += (fsc[g, b, 0, l] * xd) * isum + fsc[g, b, 1, l] * xs
+                        for ln in range(G):
+                            isum = np.float32(np.int32(s0[ln]) + np.int32(s1[ln])) + corr
+                            acc[ln] += (fsc[g, b, 0, ln] * xd) * isum + fsc[g, b, 1, ln] * xs
                     else:
                         sb = b // 8
-                        for l in range(G):
-                            isum = np.float32(np.int32(s0[l]) + np.int32(s1[l])) + corr
-                            dl = fsc[g, sb, 0, l] * np.float32(usc[g, b, 0, l])
-                            ml = fsc[g, sb, 1, l] * np.float32(usc[g, b, 1, l])
-                            acc[l] += (dl * xd) * isum - ml * xs
-                for l in range(nv):
-                    out[t, n0 + l] = acc[l]
+                        for ln in range(G):
+                            isum = np.float32(np.int32(s0[ln]) + np.int32(s1[ln])) + corr
+                            dl = fsc[g, sb, 0, ln] * np.float32(usc[g, b, 0, ln])
+                            ml = fsc[g, sb, 1, ln] * np.float32(usc[g, b, 1, ln])
+                            acc[ln] += (dl * xd) * isum - ml * xs
+                for ln in range(nv):
+                    out[t, n0 + ln] = acc[ln]
 
 
 def _deq_nib_panel(qs, qh, fsc, usc, kind, off, g0, panel):
@@ -130,35 +130,37 @@ def _deq_nib_panel(qs, qh, fsc, usc, kind, off, g0, panel):
         hi = np.empty(G, np.float32)
         for b in range(n_blocks):
             sb = b // 8
-            for l in range(G):
+            for ln in range(G):
                 if kind == KQ:
-                    dv[l] = fsc[g, sb, 0, l] * np.float32(usc[g, b, 0, l])
-                    mv[l] = -(fsc[g, sb, 1, l] * np.float32(usc[g, b, 1, l]))
+                    dv[ln] = fsc[g, sb, 0, ln] * np.float32(usc[g, b, 0, ln])
+                    mv[ln] = -(fsc[g, sb, 1, ln] * np.float32(usc[g, b, 1, ln]))
                 elif kind == MIN:
-                    dv[l] = fsc[g, b, 0, l]
-                    mv[l] = fsc[g, b, 1, l]
+                    dv[ln] = fsc[g, b, 0, ln]
+                    mv[ln] = fsc[g, b, 1, ln]
                 else:
-                    dv[l] = fsc[g, b, 0, l]
+                    dv[ln] = fsc[g, b, 0, ln]
             for j in range(16):
                 r0 = b * QK + j
                 if has_qh:
-                    for l in range(G):
-                        v = np.int32(qs[g, b, j, l])
-                        lo[l] = np.float32(np.int32((v & 15) | (((qh[g, b, 0, l] >> j) & 1) << 4)))
-                        hi[l] = np.float32(np.int32((v >> 4) | (((qh[g, b, 1, l] >> j) & 1) << 4)))
+                    for ln in range(G):
+                        v = np.int32(qs[g, b, j, ln])
+                        bl = ((qh[g, b, 0, ln] >> j) & 1) << 4
+                        bh = ((qh[g, b, 1, ln] >> j) & 1) << 4
+                        lo[ln] = np.float32(np.int32((v & 15) | bl))
+                        hi[ln] = np.float32(np.int32((v >> 4) | bh))
                 else:
-                    for l in range(G):
-                        v = np.int32(qs[g, b, j, l])
-                        lo[l] = np.float32(np.int32(v & 15))
-                        hi[l] = np.float32(np.int32(v >> 4))
+                    for ln in range(G):
+                        v = np.int32(qs[g, b, j, ln])
+                        lo[ln] = np.float32(np.int32(v & 15))
+                        hi[ln] = np.float32(np.int32(v >> 4))
                 if kind == SYM:
-                    for l in range(G):
-                        panel[r0, c0 + l] = dv[l] * (lo[l] - offf)
-                        panel[r0 + 16, c0 + l] = dv[l] * (hi[l] - offf)
+                    for ln in range(G):
+                        panel[r0, c0 + ln] = dv[ln] * (lo[ln] - offf)
+                        panel[r0 + 16, c0 + ln] = dv[ln] * (hi[ln] - offf)
                 else:
-                    for l in range(G):
-                        panel[r0, c0 + l] = dv[l] * lo[l] + mv[l]
-                        panel[r0 + 16, c0 + l] = dv[l] * hi[l] + mv[l]
+                    for ln in range(G):
+                        panel[r0, c0 + ln] = dv[ln] * lo[ln] + mv[ln]
+                        panel[r0 + 16, c0 + ln] = dv[ln] * hi[ln] + mv[ln]
 
 
 def _deq_nib_rows(qs, qh, fsc, usc, kind, off, ids, out):
@@ -168,22 +170,22 @@ def _deq_nib_rows(qs, qh, fsc, usc, kind, off, ids, out):
     offf = np.float32(off)
     for i in nb.prange(ids.shape[0]):
         g = ids[i] // G
-        l = ids[i] - g * G
+        ln = ids[i] - g * G
         for b in range(n_blocks):
             sb = b // 8
             if kind == SYM:
-                d = fsc[g, b, 0, l]
+                d = fsc[g, b, 0, ln]
                 m = np.float32(0.0)
             elif kind == MIN:
-                d = fsc[g, b, 0, l]
-                m = fsc[g, b, 1, l]
+                d = fsc[g, b, 0, ln]
+                m = fsc[g, b, 1, ln]
             else:
-                d = fsc[g, sb, 0, l] * np.float32(usc[g, b, 0, l])
-                m = fsc[g, sb, 1, l] * np.float32(usc[g, b, 1, l])
-            h0 = np.int32(qh[g, b, 0, l]) if has_qh else np.int32(0)
-            h1 = np.int32(qh[g, b, 1, l]) if has_qh else np.int32(0)
+                d = fsc[g, sb, 0, ln] * np.float32(usc[g, b, 0, ln])
+                m = fsc[g, sb, 1, ln] * np.float32(usc[g, b, 1, ln])
+            h0 = np.int32(qh[g, b, 0, ln]) if has_qh else np.int32(0)
+            h1 = np.int32(qh[g, b, 1, ln]) if has_qh else np.int32(0)
             for j in range(16):
-                v = np.int32(qs[g, b, j, l])
+                v = np.int32(qs[g, b, j, ln])
                 lo = np.int32((v & 15) | (((h0 >> j) & 1) << 4))
                 hi = np.int32((v >> 4) | (((h1 >> j) & 1) << 4))
                 r0 = b * QK + j

@@ -36,28 +36,31 @@ def _qmv_q8(qs, d, x, out, n_chunks):
             n0 = g * G
             nv = min(G, N - n0)
             for t in range(T):
-                for l in range(G):
-                    acc[l] = 0.0
+                for ln in range(G):
+                    acc[ln] = 0.0
                 for b in range(n_blocks):
-                    for l in range(G):
-                        s[l] = 0
+                    for ln in range(G):
+                        s[ln] = 0
                     xo = b * QK
                     for j in range(0, QK, 4):
                         x0 = xq[t, xo + j]
                         x1 = xq[t, xo + j + 1]
                         x2 = xq[t, xo + j + 2]
                         x3 = xq[t, xo + j + 3]
-                        for l in range(G):
-                            p = np.int16(np.int16(qs[g, b, j, l]) * x0
-                                         + np.int16(qs[g, b, j + 1, l]) * x1)
-                            r = np.int16(np.int16(qs[g, b, j + 2, l]) * x2
-                                         + np.int16(qs[g, b, j + 3, l]) * x3)
-                            s[l] = np.int32(s[l] + np.int32(p) + np.int32(r))
+                        for ln in range(G):
+                            p = np.int16(
+                                np.int16(qs[g, b, j, ln]) * x0 + np.int16(qs[g, b, j + 1, ln]) * x1
+                            )
+                            r = np.int16(
+                                np.int16(qs[g, b, j + 2, ln]) * x2
+                                + np.int16(qs[g, b, j + 3, ln]) * x3
+                            )
+                            s[ln] = np.int32(s[ln] + np.int32(p) + np.int32(r))
                     xd = xst[t, 0, b]
-                    for l in range(G):
-                        acc[l] += (d[g, b, l] * xd) * np.float32(s[l])
-                for l in range(nv):
-                    out[t, n0 + l] = acc[l]
+                    for ln in range(G):
+                        acc[ln] += (d[g, b, ln] * xd) * np.float32(s[ln])
+                for ln in range(nv):
+                    out[t, n0 + ln] = acc[ln]
 
 
 def _deq_q8_panel(qs, d, g0, panel):
@@ -72,10 +75,10 @@ def _deq_q8_panel(qs, d, g0, panel):
         tmp = np.empty(G, np.float32)
         for b in range(n_blocks):
             for j in range(QK):
-                for l in range(G):
-                    tmp[l] = np.float32(qs[g, b, j, l])
-                for l in range(G):
-                    panel[b * QK + j, c0 + l] = tmp[l] * d[g, b, l]
+                for ln in range(G):
+                    tmp[ln] = np.float32(qs[g, b, j, ln])
+                for ln in range(G):
+                    panel[b * QK + j, c0 + ln] = tmp[ln] * d[g, b, ln]
 
 
 def _deq_q8_rows(qs, d, ids, out):
@@ -83,10 +86,10 @@ def _deq_q8_rows(qs, d, ids, out):
     _, n_blocks, _, G = qs.shape
     for i in nb.prange(ids.shape[0]):
         g = ids[i] // G
-        l = ids[i] - g * G
+        ln = ids[i] - g * G
         for b in range(n_blocks):
             for j in range(QK):
-                out[i, b * QK + j] = np.float32(qs[g, b, j, l]) * d[g, b, l]
+                out[i, b * QK + j] = np.float32(qs[g, b, j, ln]) * d[g, b, ln]
 
 
 def _qmv_q6k(ql, qh, sc, d, x, out, n_chunks):
@@ -110,50 +113,50 @@ def _qmv_q6k(ql, qh, sc, d, x, out, n_chunks):
             n0 = g * G
             nv = min(G, N - n0)
             for t in range(T):
-                for l in range(G):
-                    acc[l] = 0.0
+                for ln in range(G):
+                    acc[ln] = 0.0
                 for b in range(n_blocks):
-                    for l in range(G):
-                        sa[l] = 0
-                        sb[l] = 0
-                        sc_[l] = 0
-                        se[l] = 0
+                    for ln in range(G):
+                        sa[ln] = 0
+                        sb[ln] = 0
+                        sc_[ln] = 0
+                        se[ln] = 0
                     xo = b * QK
                     for j in range(8):
                         xa = xq[t, xo + j]
                         xb = xq[t, xo + 8 + j]
                         xc = xq[t, xo + 16 + j]
                         xe = xq[t, xo + 24 + j]
-                        for l in range(G):
-                            la = np.int16(ql[g, b, j, l])
-                            lb = np.int16(ql[g, b, j + 8, l])
-                            h = np.int16(qh[g, b, j, l])
+                        for ln in range(G):
+                            la = np.int16(ql[g, b, j, ln])
+                            lb = np.int16(ql[g, b, j + 8, ln])
+                            h = np.int16(qh[g, b, j, ln])
                             va = np.int16(((la & 15) | ((h & 3) << 4)) - 32)
                             vb = np.int16(((lb & 15) | (((h >> 2) & 3) << 4)) - 32)
                             vc = np.int16(((la >> 4) | (((h >> 4) & 3) << 4)) - 32)
                             ve = np.int16(((lb >> 4) | (((h >> 6) & 3) << 4)) - 32)
-                            sa[l] = np.int16(sa[l] + va * xa)
-                            sb[l] = np.int16(sb[l] + vb * xb)
-                            sc_[l] = np.int16(sc_[l] + vc * xc)
-                            se[l] = np.int16(se[l] + ve * xe)
+                            sa[ln] = np.int16(sa[ln] + va * xa)
+                            sb[ln] = np.int16(sb[ln] + vb * xb)
+                            sc_[ln] = np.int16(sc_[ln] + vc * xc)
+                            se[ln] = np.int16(se[ln] + ve * xe)
                     xd = xst[t, 0, b]
                     sbi = b // 8
-                    for l in range(G):
-                        dd = d[g, sbi, l]
-                        d0 = dd * np.float32(sc[g, b, 0, l])
-                        d1 = dd * np.float32(sc[g, b, 1, l])
-                        i0 = np.int32(sa[l]) + np.int32(sb[l])
-                        i1 = np.int32(sc_[l]) + np.int32(se[l])
-                        acc[l] += (d0 * xd) * np.float32(i0) + (d1 * xd) * np.float32(i1)
-                for l in range(nv):
-                    out[t, n0 + l] = acc[l]
+                    for ln in range(G):
+                        dd = d[g, sbi, ln]
+                        d0 = dd * np.float32(sc[g, b, 0, ln])
+                        d1 = dd * np.float32(sc[g, b, 1, ln])
+                        i0 = np.int32(sa[ln]) + np.int32(sb[ln])
+                        i1 = np.int32(sc_[ln]) + np.int32(se[ln])
+                        acc[ln] += (d0 * xd) * np.float32(i0) + (d1 * xd) * np.float32(i1)
+                for ln in range(nv):
+                    out[t, n0 + ln] = acc[ln]
 
 
-def _q6k_value(ql, qh, g, b, i, l):
-    """q - 32 of value i (0..31) of block b, lane l."""
-    byte = np.int32(ql[g, b, i % 16, l])
+def _q6k_value(ql, qh, g, b, i, ln):
+    """q - 32 of value i (0..31) of block b, lane ln."""
+    byte = np.int32(ql[g, b, i % 16, ln])
     low = (byte >> 4) if i >= 16 else (byte & 15)
-    high = (np.int32(qh[g, b, i % 8, l]) >> (2 * (i // 8))) & 3
+    high = (np.int32(qh[g, b, i % 8, ln]) >> (2 * (i // 8))) & 3
     return np.int32((low | (high << 4)) - 32)
 
 
@@ -173,25 +176,25 @@ def _deq_q6k_panel(ql, qh, sc, d, g0, panel):
         vc = np.empty(G, np.float32)
         ve = np.empty(G, np.float32)
         for b in range(n_blocks):
-            for l in range(G):
-                dd = d[g, b // 8, l]
-                d0[l] = dd * np.float32(sc[g, b, 0, l])
-                d1[l] = dd * np.float32(sc[g, b, 1, l])
+            for ln in range(G):
+                dd = d[g, b // 8, ln]
+                d0[ln] = dd * np.float32(sc[g, b, 0, ln])
+                d1[ln] = dd * np.float32(sc[g, b, 1, ln])
             for j in range(8):
-                for l in range(G):
-                    la = np.int32(ql[g, b, j, l])
-                    lb = np.int32(ql[g, b, j + 8, l])
-                    h = np.int32(qh[g, b, j, l])
-                    va[l] = np.float32(np.int32(((la & 15) | ((h & 3) << 4)) - 32))
-                    vb[l] = np.float32(np.int32(((lb & 15) | (((h >> 2) & 3) << 4)) - 32))
-                    vc[l] = np.float32(np.int32(((la >> 4) | (((h >> 4) & 3) << 4)) - 32))
-                    ve[l] = np.float32(np.int32(((lb >> 4) | (((h >> 6) & 3) << 4)) - 32))
+                for ln in range(G):
+                    la = np.int32(ql[g, b, j, ln])
+                    lb = np.int32(ql[g, b, j + 8, ln])
+                    h = np.int32(qh[g, b, j, ln])
+                    va[ln] = np.float32(np.int32(((la & 15) | ((h & 3) << 4)) - 32))
+                    vb[ln] = np.float32(np.int32(((lb & 15) | (((h >> 2) & 3) << 4)) - 32))
+                    vc[ln] = np.float32(np.int32(((la >> 4) | (((h >> 4) & 3) << 4)) - 32))
+                    ve[ln] = np.float32(np.int32(((lb >> 4) | (((h >> 6) & 3) << 4)) - 32))
                 r = b * QK + j
-                for l in range(G):
-                    panel[r, c0 + l] = d0[l] * va[l]
-                    panel[r + 8, c0 + l] = d0[l] * vb[l]
-                    panel[r + 16, c0 + l] = d1[l] * vc[l]
-                    panel[r + 24, c0 + l] = d1[l] * ve[l]
+                for ln in range(G):
+                    panel[r, c0 + ln] = d0[ln] * va[ln]
+                    panel[r + 8, c0 + ln] = d0[ln] * vb[ln]
+                    panel[r + 16, c0 + ln] = d1[ln] * vc[ln]
+                    panel[r + 24, c0 + ln] = d1[ln] * ve[ln]
 
 
 def _deq_q6k_rows(ql, qh, sc, d, ids, out):
@@ -199,11 +202,11 @@ def _deq_q6k_rows(ql, qh, sc, d, ids, out):
     _, n_blocks, _, G = ql.shape
     for r in nb.prange(ids.shape[0]):
         g = ids[r] // G
-        l = ids[r] - g * G
+        ln = ids[r] - g * G
         for b in range(n_blocks):
             for i in range(QK):
-                dl = d[g, b // 8, l] * np.float32(sc[g, b, i // 16, l])
-                out[r, b * QK + i] = dl * np.float32(_q6k_value_jit(ql, qh, g, b, i, l))
+                dl = d[g, b // 8, ln] * np.float32(sc[g, b, i // 16, ln])
+                out[r, b * QK + i] = dl * np.float32(_q6k_value_jit(ql, qh, g, b, i, ln))
 
 
 # contract: FMAs in the scaled epilogue (bounded by the qmatmul tests)

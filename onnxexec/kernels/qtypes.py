@@ -62,9 +62,11 @@ Q5_K_BYTES: Final = 2 + 2 + K_SCALE_SIZE + QK_K // 8 + QK_K // 2  # d, dmin, sca
 Q6_K_BYTES: Final = QK_K // 2 + QK_K // 4 + QK_K // 16 + 2  # ql[128], qh[64], scales[16], d
 IQ4_XS_BYTES: Final = 2 + 2 + QK_K // 64 + QK_K // 2  # d, scales_h, scales_l[4], qs[128]
 
-_NAMES: Final = {v: k for k, v in dict(globals()).items()
-                 if k.isupper() and isinstance(v, int) and not k.endswith(("_BYTES", "QK", "SIZE"))
-                 and k not in ("QK", "QK_K")}
+_NAMES: Final = {  # id -> name, for messages
+    v: k
+    for k, v in dict(globals()).items()
+    if isinstance(v, int) and k.isupper() and "QK" not in k and not k.endswith(("_BYTES", "_SIZE"))
+}
 
 
 def type_name(ggml_type: int) -> str:

@@ -30,13 +30,15 @@ FLOAT, INT64 = 1, 7
 class GraphOptions:
     """Numerics switches; the defaults reproduce llama.cpp's CPU defaults.
 
-    kv_f16: store K/V rounded to half precision (llama.cpp's default F16 KV cache).
-    gelu_f16: GELU through ggml's half-precision lookup table (GGML_GELU_FP16).
+    kv_f16: store K/V rounded to half precision (llama.cpp's default F16 KV cache) and
+        compute attention with ggml's rounding.
+    ggml_act: SiLU with ggml's vectorized expf, GELU through ggml's half-precision
+        lookup table (GGML_GELU_FP16); else float32 formulas.
     matmul_mode: qmatmul mode for quantized weights: "auto", "int8" or "float".
     """
 
     kv_f16: bool = True
-    gelu_f16: bool = True
+    ggml_act: bool = True
     matmul_mode: str = "auto"
 
 
@@ -99,7 +101,9 @@ class _Builder:
         h = self.norm(x, self.w(f"{p}.ffn_norm.weight"), f"{p}.ffn_norm")
         g = self.linear(h, self.w(f"{p}.ffn_gate.weight"), f"{p}.ffn_gate")
         u = self.linear(h, self.w(f"{p}.ffn_up.weight"), f"{p}.ffn_up")
-        act = c.ffn_act + ("_f16" if c.ffn_act == "gelu_tanh" and self.opts.gelu_f16 else "")
+        act = c.ffn_act
+        if self.opts.ggml_act:
+            act += "_f16" if act == "gelu_tanh" else "_ggml"
         f = self.add("GatedAct", [g, u], f"{p}.ffn_act", act=act)
         d = self.linear(f, self.w(f"{p}.ffn_down.weight"), f"{p}.ffn_down")
         if c.post_norms:

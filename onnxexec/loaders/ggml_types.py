@@ -125,8 +125,9 @@ def row_bytes(ggml_type: GGMLType, n_values: int) -> int:
     """Bytes holding `n_values` consecutive values (a multiple of the block size)."""
     block, size = BLOCK[ggml_type]
     if n_values % block:
-        raise ValueError(f"{ggml_type.name}: {n_values} values is not a multiple of the "
-                         f"block size {block}")
+        raise ValueError(
+            f"{ggml_type.name}: {n_values} values is not a multiple of the block size {block}"
+        )
     return n_values // block * size
 
 

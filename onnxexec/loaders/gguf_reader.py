@@ -46,8 +46,19 @@ _SCALARS: dict[int, tuple[str, int]] = {
     11: ("q", 8),
     12: ("d", 8),
 }
-_NP_SCALARS = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4",
-               7: "<u1", 10: "<u8", 11: "<i8", 12: "<f8"}
+_NP_SCALARS = {
+    0: "<u1",
+    1: "<i1",
+    2: "<u2",
+    3: "<i2",
+    4: "<u4",
+    5: "<i4",
+    6: "<f4",
+    7: "<u1",
+    10: "<u8",
+    11: "<i8",
+    12: "<f8",
+}
 _STRING, _ARRAY = 8, 9
 
 
@@ -136,7 +147,9 @@ class _Cursor:
                 self.pos += n * size
                 return arr.astype(bool).tolist() if etype == 7 else arr.tolist()
             if etype not in (_STRING, _ARRAY):
-                raise ModelLoadError(f"{self.path}: {what}: unknown GGUF array element type {etype}")
+                raise ModelLoadError(
+                    f"{self.path}: {what}: unknown GGUF array element type {etype}"
+                )
             self.need(n * 8, what)  # every string/array element takes at least 8 bytes
             return [self.value(etype, what) for _ in range(n)]
         raise ModelLoadError(f"{self.path}: {what}: unknown GGUF value type {vtype}")
@@ -208,21 +221,27 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
     return GGUFFile(p, version, metadata, tensors, alignment, data_offset)
 
 
-def _tensor(mm: np.ndarray, path: str, name: str, ne: list[int], type_id: int, start: int,
-            alignment: int) -> GGUFTensor:
+def _tensor(
+    mm: np.ndarray, path: str, name: str, ne: list[int], type_id: int, start: int, alignment: int
+) -> GGUFTensor:
     try:
         gtype = GGMLType(type_id)
     except ValueError:
-        raise ModelLoadError(f"{path}: tensor '{name}' has unknown ggml type id {type_id}") from None
+        raise ModelLoadError(
+            f"{path}: tensor '{name}' has unknown ggml type id {type_id}"
+        ) from None
     block, type_size = BLOCK[gtype]
     if ne and ne[0] % block:
-        raise ModelLoadError(f"{path}: tensor '{name}' ({gtype.name}) row length {ne[0]} is "
-                             f"not a multiple of the block size {block}")
+        raise ModelLoadError(
+            f"{path}: tensor '{name}' ({gtype.name}) row length {ne[0]} is "
+            f"not a multiple of the block size {block}"
+        )
     n_elem = int(np.prod(ne, dtype=np.int64)) if ne else 1
     n_bytes = n_elem // block * type_size
     if start % alignment:
-        raise ModelLoadError(f"{path}: tensor '{name}' data offset {start} is not aligned "
-                             f"to {alignment}")
+        raise ModelLoadError(
+            f"{path}: tensor '{name}' data offset {start} is not aligned to {alignment}"
+        )
     if start + n_bytes > len(mm):
         raise ModelLoadError(
             f"{path}: truncated GGUF file: tensor '{name}' needs bytes {start}..{start + n_bytes}"

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from onnxexec.kernels.attention import kv_attention
+from onnxexec.kernels.ggml_math import gelu_f16_table, rope_cache, rope_rotate, silu_mul
 from onnxexec.kernels.qmatmul import QWeight, qembedding, qmatmul
 from onnxexec.ops.registry import op
 
@@ -55,35 +56,18 @@ def rms_norm(x: np.ndarray, w: np.ndarray, *, epsilon: float = 1e-5,
     """x / sqrt(mean(x^2) + eps) * w over the last axis, or over each `group`-wide slice
     of it (per-head Q/K norm). (T, W) f32 -> (T, W) f32.
 
-    As ggml_compute_forward_rms_norm_f32: squares in f32 summed in double, the mean
-    and 1/sqrt(mean + eps) in f32, then (x * scale) * w.
+    As ggml_compute_forward_rms_norm_f32: squares in f32 summed in double in index
+    order, the mean and 1/sqrt(mean + eps) in f32, then (x * scale) * w.
     """
     shape = x.shape
     if group:
         x = x.reshape(*shape[:-1], shape[-1] // group, group)
     n = x.shape[-1]
-    total = np.sum(np.square(x, dtype=np.float32), axis=-1, keepdims=True, dtype=np.float64)
+    sq = np.square(x, dtype=np.float32).astype(np.float64)
+    total = np.cumsum(sq, axis=-1)[..., -1:]  # sequential, as ggml's loop
     mean = (total / n).astype(np.float32)
     scale = np.float32(1.0) / np.sqrt(mean + np.float32(epsilon))
     return ((x * scale) * w).reshape(shape)
-
-
-def rope_cos_sin(positions: np.ndarray, n_dims: int, base: float,
-                 freq_scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos/sin (T, n_dims/2) of theta_i = freq_scale * p * base^(-2i/n_dims).
-
-    As ggml_rope_cache_init: theta starts at p and is multiplied by
-    theta_scale = powf(base, -2/n_dims) once per pair, all in float32.
-    """
-    theta_scale = np.float32(np.float32(base) ** np.float32(-2.0 / n_dims))
-    theta = np.empty((positions.size, n_dims // 2), np.float32)
-    t = positions.astype(np.float32)
-    for i in range(n_dims // 2):
-        theta[:, i] = t
-        t = t * theta_scale
-    theta = np.float32(freq_scale) * theta
-    return np.cos(theta.astype(np.float64)).astype(np.float32), np.sin(
-        theta.astype(np.float64)).astype(np.float32)
 
 
 @op("RoPE", 1, domain=D)
@@ -93,27 +77,17 @@ def rope(x: np.ndarray, pos: np.ndarray, *, head_dim: int, n_dims: int = 0,
 
     style 'norm' rotates adjacent pairs (x[2i], x[2i+1]) (GGUF llama: Q/K rows were
     permuted at conversion for this), 'neox' rotates (x[i], x[i + n/2]); dims >= n_dims
-    pass through (ggml_compute_forward_rope_flt, rotate_pairs).
+    pass through. Angles theta_i = freq_scale * p * base^(-2i/n_dims), computed and
+    applied with ggml's rounding (kernels/ggml_math.py).
     """
-    T = x.shape[0]
-    n_dims = n_dims or head_dim
-    xh = x.reshape(T, -1, head_dim)
-    p0 = int(pos)
-    cos, sin = rope_cos_sin(np.arange(p0, p0 + T), n_dims, base, freq_scale)
-    cos, sin = cos[:, None, :], sin[:, None, :]
-    out = xh.copy()
-    if style == "neox":
-        half = n_dims // 2
-        a, b = xh[..., :half], xh[..., half:n_dims]
-        out[..., :half] = a * cos - b * sin
-        out[..., half:n_dims] = a * sin + b * cos
-    elif style == "norm":
-        a, b = xh[..., 0:n_dims:2], xh[..., 1:n_dims:2]
-        out[..., 0:n_dims:2] = a * cos - b * sin
-        out[..., 1:n_dims:2] = a * sin + b * cos
-    else:
+    if style not in ("norm", "neox"):
         raise ValueError(f"unknown RoPE style '{style}'")
-    return out.reshape(x.shape)
+    n_dims = n_dims or head_dim
+    if n_dims % 2 or n_dims > head_dim or x.shape[-1] % head_dim:
+        raise ValueError(f"RoPE: n_dims {n_dims} must be even and <= head_dim {head_dim}, "
+                         f"width {x.shape[-1]} a multiple of head_dim")
+    cos, sin = rope_cache(int(pos), x.shape[0], n_dims, base, freq_scale)
+    return rope_rotate(x, cos, sin, head_dim, n_dims, style == "neox")
 
 
 def _to_f16(a: np.ndarray) -> np.ndarray:
@@ -130,7 +104,8 @@ def kv_attention_op(q: np.ndarray, k: np.ndarray, v: np.ndarray, k_cache: np.nda
 
     q is first multiplied by q_scale (gemma3 scales Q before attention), the scores by
     `scale` (default 1/sqrt(Dh)). kv_f16=1 stores k/v rounded to half precision and
-    rounds q and the probabilities too, as llama.cpp's default F16 KV cache does.
+    computes the rest as ggml does with llama.cpp's default F16 KV cache, bit for bit
+    (kernels/attention.py).
     """
     p = int(pos)
     T = q.shape[0]
@@ -141,22 +116,7 @@ def kv_attention_op(q: np.ndarray, k: np.ndarray, v: np.ndarray, k_cache: np.nda
     k_cache[p:p + T] = _to_f16(k) if kv_f16 else k
     v_cache[p:p + T] = _to_f16(v) if kv_f16 else v
     return kv_attention(q, k_cache, v_cache, p, scale or 1.0 / math.sqrt(head_dim), window,
-                        softcap, bool(kv_f16))
-
-
-_GELU_TABLE: list[np.ndarray] = []
-
-
-def _gelu_f16_table() -> np.ndarray:
-    """ggml_table_gelu_f16: tanh-GELU of every half value, computed in f32, stored as half."""
-    if not _GELU_TABLE:
-        x = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
-        with np.errstate(all="ignore"):
-            inner = np.float32(math.sqrt(2.0 / math.pi)) * x * (
-                np.float32(1.0) + np.float32(0.044715) * x * x)
-            g = np.float32(0.5) * x * (np.float32(1.0) + np.tanh(inner))
-        _GELU_TABLE.append(_to_f16(g))
-    return _GELU_TABLE[0]
+                        softcap, ggml=bool(kv_f16))
 
 
 def gelu_tanh(x: np.ndarray, f16_table: bool) -> np.ndarray:
@@ -164,7 +124,7 @@ def gelu_tanh(x: np.ndarray, f16_table: bool) -> np.ndarray:
     ggml's CPU default (GGML_GELU_FP16): look up the half-rounded x in a half table,
     0 for x <= -10 and x for x >= 10 (ggml_vec_geglu_f32)."""
     if f16_table:
-        y = _gelu_f16_table()[x.astype(np.float16).view(np.uint16)]
+        y = gelu_f16_table()[x.astype(np.float16).view(np.uint16)]
         return np.where(x <= -10.0, np.float32(0.0), np.where(x >= 10.0, x, y))
     c = np.float32(math.sqrt(2.0 / math.pi))
     return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(
@@ -173,10 +133,13 @@ def gelu_tanh(x: np.ndarray, f16_table: bool) -> np.ndarray:
 
 @op("GatedAct", 1, domain=D)
 def gated_act(gate: np.ndarray, up: np.ndarray, *, act: str = "silu") -> np.ndarray:
-    """act(gate) * up: SwiGLU ('silu'), GeGLU with tanh-GELU ('gelu_tanh'), or GeGLU
-    through ggml's half-precision GELU table ('gelu_tanh_f16')."""
+    """act(gate) * up: SwiGLU ('silu'), GeGLU with tanh-GELU ('gelu_tanh'), and their
+    ggml renderings: 'silu_ggml' (ggml_v_expf, float32 division) and 'gelu_tanh_f16'
+    (ggml's half-precision GELU table)."""
     if act == "silu":
         return gate / (np.float32(1.0) + np.exp(-gate)) * up
+    if act == "silu_ggml":
+        return silu_mul(gate, up)
     if act in ("gelu_tanh", "gelu_tanh_f16"):
         return gelu_tanh(gate, act == "gelu_tanh_f16") * up
     raise ValueError(f"unknown gated activation '{act}'")

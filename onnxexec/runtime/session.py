@@ -10,7 +10,9 @@ from typing import Any
 from onnx import ModelProto
 
 from onnxexec.errors import InvalidFeedError
+from onnxexec.ir.export import save_model
 from onnxexec.ir.graph import Graph, ValueInfo
+from onnxexec.ir.passes import optimize
 from onnxexec.ir.types import TensorType
 from onnxexec.loaders.onnx_proto import load_onnx
 from onnxexec.runtime.executor import execute
@@ -75,11 +77,17 @@ class InferenceSession:
         self._profiler = (
             Profiler(self._options.profile_file_prefix) if self._options.enable_profiling else None
         )
-        set_threads(self._options.intra_op_num_threads)
+        level = int(self._options.graph_optimization_level)
+        # Levels >= 2 run matrix products in the fused kernels, which split the work
+        # over their own threads and want BLAS single-threaded inside (kernels/parallel.py).
+        set_threads(self._options.intra_op_num_threads, blas_threads=1 if level >= 2 else None)
         with self._span("model_loading_uri"):
             self._graph = load_graph(path_or_bytes)
         with self._span("session_initialization"):
-            self._plan = plan_graph(self._graph)
+            self._optimized = optimize(self._graph, level)
+            if self._options.optimized_model_filepath:
+                save_model(self._optimized, self._options.optimized_model_filepath)
+            self._plan = plan_graph(self._optimized)
         g = self._graph
         self._inputs = g.runtime_inputs()
         self._defaults = {
@@ -91,7 +99,13 @@ class InferenceSession:
 
     @property
     def graph(self) -> Graph:
+        """The graph as loaded (before optimization)."""
         return self._graph
+
+    @property
+    def optimized_graph(self) -> Graph:
+        """The graph the session runs (after graph_optimization_level's passes)."""
+        return self._optimized
 
     def get_inputs(self) -> list[NodeArg]:
         return [_node_arg(v) for v in self._inputs]

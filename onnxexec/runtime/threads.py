@@ -7,6 +7,8 @@ import os
 import numba
 from threadpoolctl import threadpool_limits
 
+from onnxexec.kernels import parallel
+
 _limiter: threadpool_limits | None = None
 
 
@@ -14,10 +16,12 @@ def default_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def set_threads(n: int) -> int:
+def set_threads(n: int, blas_threads: int | None = None) -> int:
     """Use `n` threads for BLAS and numba (0 = all cores). Returns the count in effect.
 
     Process-wide, like onnxruntime's global thread pools when sessions share one.
+    `blas_threads` overrides the BLAS count: the fused kernels (kernels/parallel.py)
+    split work across their own `n` threads and want single-threaded BLAS inside.
     """
     global _limiter
     if n < 0:
@@ -25,5 +29,6 @@ def set_threads(n: int) -> int:
     n = n or default_threads()
     n = min(n, numba.config.NUMBA_NUM_THREADS)
     numba.set_num_threads(n)
-    _limiter = threadpool_limits(limits=n)
+    parallel.set_num_threads(n)
+    _limiter = threadpool_limits(limits=n if blas_threads is None else blas_threads)
     return n

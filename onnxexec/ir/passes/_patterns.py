@@ -27,6 +27,10 @@ def facts_of(g: Graph) -> dict[str, Facts]:
     return facts
 
 
+def clear_caches() -> None:
+    _facts_cache.clear()
+
+
 def is_float32(facts: dict[str, Facts], name: str) -> bool:
     f = facts.get(name)
     return f is not None and f.elem == FLOAT

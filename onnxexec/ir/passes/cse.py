@@ -45,7 +45,7 @@ def cse(g: Graph) -> Graph:
     ed = GraphEditor(g)
     canon: dict[str, str] = {}
     seen_const: dict[Any, str] = {}
-    for name, v in g.initializers.items():
+    for name in g.initializers:
         key = _const_key(ed.const(name))
         if key is None:
             continue

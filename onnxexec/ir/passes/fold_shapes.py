@@ -34,7 +34,12 @@ def _known_output(f: Facts) -> np.ndarray | None:
 
 
 def _reshape_target(x: Facts, target: tuple[Dim, ...], allowzero: int) -> np.ndarray | None:
-    if x.shape is None:
+    """Constant target for allowzero=0 (0 copies the input dim), or None.
+
+    Copying a symbolic entry equal to the input's dim gives the same size under either
+    allowzero, so allowzero=1 targets convert too unless they hold a literal 0.
+    """
+    if x.shape is None or (allowzero and 0 in target):
         return None
     out: list[int] = []
     free = 0
@@ -42,10 +47,10 @@ def _reshape_target(x: Facts, target: tuple[Dim, ...], allowzero: int) -> np.nda
         if isinstance(d, int):
             if d == -1:
                 free += 1
-            elif d == 0 and not allowzero and i >= len(x.shape):
+            elif d == 0 and i >= len(x.shape):
                 return None
             out.append(d)
-        elif not allowzero and i < len(x.shape) and x.shape[i] == d:
+        elif i < len(x.shape) and x.shape[i] == d:
             out.append(0)
         else:
             free += 1
@@ -93,4 +98,5 @@ def _simplify(ed: GraphEditor, n: Node, facts: dict[str, Facts]) -> None:
         target = _reshape_target(x, s.sym, n.attrs.get("allowzero", 0))
         if target is not None:
             name = ed.add_const(f"{n.outputs[0]}__shape", target)
-            ed.replace([n], n, Node("Reshape", (n.inputs[0], name), n.outputs, n.attrs, n.name))
+            attrs = {k: v for k, v in n.attrs.items() if k != "allowzero"}
+            ed.replace([n], n, Node("Reshape", (n.inputs[0], name), n.outputs, attrs, n.name))

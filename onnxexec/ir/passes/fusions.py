@@ -1,10 +1,27 @@
-"""The fusion passes of ORT_ENABLE_EXTENDED and the layout passes of ORT_ENABLE_ALL."""
+"""The fusion passes of ORT_ENABLE_EXTENDED and the layout passes of ORT_ENABLE_ALL,
+in the order they run (earlier fusions must not eat a later one's pattern: GELU and
+attention before MatMul+Add, which runs before activation fusion)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from onnxexec.ir.graph import Graph
+from onnxexec.ir.passes.fold_batchnorm import fold_batchnorm
+from onnxexec.ir.passes.fuse_activation import fuse_activation
+from onnxexec.ir.passes.fuse_attention import fuse_attention
+from onnxexec.ir.passes.fuse_gelu import fuse_gelu
+from onnxexec.ir.passes.fuse_layernorm import fuse_layernorm
+from onnxexec.ir.passes.fuse_matmul import fuse_matmul
+from onnxexec.ir.passes.fuse_skip_norm import fuse_skip_norm
 
-EXTENDED: list[Callable[[Graph], Graph]] = []
+EXTENDED: list[Callable[[Graph], Graph]] = [
+    fold_batchnorm,
+    fuse_layernorm,
+    fuse_gelu,
+    fuse_attention,
+    fuse_matmul,
+    fuse_activation,
+    fuse_skip_norm,
+]
 LAYOUT: list[Callable[[Graph], Graph]] = []

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 
 from onnxexec.ir.graph import Graph
+from onnxexec.ir.passes._patterns import clear_caches
 from onnxexec.ir.passes.cse import cse
 from onnxexec.ir.passes.eliminate import eliminate_dead, eliminate_noops
 from onnxexec.ir.passes.fold_constants import fold_constants
@@ -63,10 +64,13 @@ def optimize(g: Graph, level: int = ENABLE_ALL) -> Graph:
     if level <= DISABLE_ALL:
         return g
     g = inline_functions(g)
-    g = _run(g, BASIC, 4)
-    if level >= ENABLE_EXTENDED:
-        g = _run(g, _extended(), 2)
-        g = _run(g, BASIC, 2)
-    if level >= ENABLE_ALL:
-        g = _run(g, _layout(), 1)
+    try:
+        g = _run(g, BASIC, 4)
+        if level >= ENABLE_EXTENDED:
+            g = _run(g, _extended(), 2)
+            g = _run(g, BASIC, 2)
+        if level >= ENABLE_ALL:
+            g = _run(g, _layout(), 1)
+    finally:
+        clear_caches()  # drop the intermediate graphs (and their folded arrays)
     return g

@@ -45,7 +45,15 @@ def _unary(n, ins):
 @rule("FusedGelu", "FusedLayerNorm", "FusedRMSNorm", "FusedElementwise", domain="onnxexec")
 def _like_first(n, ins):
     x = ins[0]
-    return [Facts(x.elem, x.shape)]
+    return [Facts(x.elem, x.shape) for _ in n.outputs]
+
+
+@rule("FusedAttention", domain="onnxexec")
+def _fused_attention(n, ins):
+    q, v = ins[0], ins[2]
+    if q.shape is None or v.shape is None:
+        return [Facts(q.elem)]
+    return [Facts(q.elem, (*q.shape[:3], v.shape[3]))]
 
 
 @rule("Dropout")
@@ -210,6 +218,18 @@ def _gather(n, ins):
     if data.sym is not None and ii is not None and idx.shape is not None and len(idx.shape) <= 1:
         sym = tuple(data.sym[i] for i in ii)
     return [Facts(data.elem, shape, sym)]
+
+
+@rule("GatherND")
+def _gather_nd(n, ins):
+    data, idx = ins[0], ins[1]
+    bd = n.attrs.get("batch_dims", 0)
+    if data.shape is None or idx.shape is None or not idx.shape:
+        return [Facts(data.elem)]
+    k = idx.shape[-1]
+    if not isinstance(k, int):
+        return [Facts(data.elem)]
+    return [Facts(data.elem, idx.shape[:-1] + data.shape[bd + k :])]
 
 
 @rule("Unsqueeze")

@@ -28,10 +28,34 @@ SCALE_FIELDS: dict[int, tuple[int, ...]] = {
     q.Q6_K: (208,),
     q.IQ4_XS: (0,),
 }
-EXTREME_HALVES = (0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x3C00, 0x7BFF, 0xFBFF, 0x7C00,
-                  0xFC00, 0x7E00, 0x1400)
-QUANT_TYPES = (q.Q4_0, q.Q4_1, q.Q5_0, q.Q5_1, q.Q8_0, q.Q2_K, q.Q3_K, q.Q4_K, q.Q5_K, q.Q6_K,
-               q.IQ4_NL, q.IQ4_XS)
+EXTREME_HALVES = (
+    0x0000,
+    0x8000,
+    0x0001,
+    0x03FF,
+    0x0400,
+    0x3C00,
+    0x7BFF,
+    0xFBFF,
+    0x7C00,
+    0xFC00,
+    0x7E00,
+    0x1400,
+)
+QUANT_TYPES = (
+    q.Q4_0,
+    q.Q4_1,
+    q.Q5_0,
+    q.Q5_1,
+    q.Q8_0,
+    q.Q2_K,
+    q.Q3_K,
+    q.Q4_K,
+    q.Q5_K,
+    q.Q6_K,
+    q.IQ4_NL,
+    q.IQ4_XS,
+)
 ALL_TYPES = (q.F32, q.F16, q.BF16, *QUANT_TYPES)
 
 
@@ -96,9 +120,12 @@ def mismatch_report(ours: np.ndarray, ref: np.ndarray, raw: np.ndarray, t: int) 
     per_block = bad.reshape(-1, block).sum(axis=1)
     worst = int(per_block.argmax())
     idx = np.flatnonzero(bad.reshape(-1, block)[worst])[:6]
-    vals = ", ".join(f"[{i}] ours={ours[worst * block + i]!r} ref={ref[worst * block + i]!r}"
-                     for i in idx)
+    vals = ", ".join(
+        f"[{i}] ours={ours[worst * block + i]!r} ref={ref[worst * block + i]!r}" for i in idx
+    )
     raw_hex = raw.reshape(-1)[worst * size : (worst + 1) * size].tobytes().hex()
-    return (f"{name(t)}: {int(bad.sum())} of {bad.size} values differ in "
-            f"{int((per_block > 0).sum())} blocks; worst block #{worst} "
-            f"({int(per_block[worst])} values): {vals}\n  bytes: {raw_hex}")
+    return (
+        f"{name(t)}: {int(bad.sum())} of {bad.size} values differ in "
+        f"{int((per_block > 0).sum())} blocks; worst block #{worst} "
+        f"({int(per_block[worst])} values): {vals}\n  bytes: {raw_hex}"
+    )

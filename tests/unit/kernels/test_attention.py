@@ -66,7 +66,7 @@ def test_f16_path_rounds_q_and_probabilities():
     q = rng.standard_normal((T, H * Dh)).astype(np.float32)
     kc = rng.standard_normal((C, Hkv, Dh)).astype(np.float16).astype(np.float32)
     vc = rng.standard_normal((C, Hkv, Dh)).astype(np.float16).astype(np.float32)
-    got = kv_attention(q, kc, vc, pos, 0.35, f16=True)
+    got = kv_attention(q, kc, vc, pos, 0.35, ggml=True)
     ref16 = reference(q, kc, vc, pos, 0.35, f16=True)
     np.testing.assert_allclose(got, ref16, rtol=1e-5, atol=1e-5)
     assert np.abs(got - reference(q, kc, vc, pos, 0.35)).max() > 1e-5  # rounding is visible

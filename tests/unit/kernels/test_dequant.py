@@ -23,8 +23,9 @@ from tests.unit.kernels._qblocks import (
 )
 
 # inf * 0 in the extreme-scale blocks warns when the kernels run as Python (NUMBA_DISABLE_JIT)
-pytestmark = pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning",
-                                        "ignore:overflow:RuntimeWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:invalid value:RuntimeWarning", "ignore:overflow:RuntimeWarning"
+)
 
 GGUF_QUANTIZABLE = (q.Q4_0, q.Q4_1, q.Q5_0, q.Q5_1, q.Q8_0, q.BF16)
 
@@ -100,11 +101,14 @@ def test_half_helpers() -> None:
     ours = np.array([f16_to_f32(np.uint8(p & 0xFF), np.uint8(p >> 8)) for p in sel], np.float32)
     assert mismatch_report(ours, ref[sel], np.zeros(2 * sel.size, np.uint8), q.F16) is None
     rng = np.random.default_rng(1)
-    x = np.concatenate([
-        (rng.standard_normal(2000) * 10.0 ** rng.uniform(-9, 5, 2000)).astype(np.float32),
-        np.array([65504, 65519.99, 65520, 1e9, -1e9, 2**-25, 2**-24 * 1.5, 0.0, -0.0],
-                 np.float32),
-    ])
+    x = np.concatenate(
+        [
+            (rng.standard_normal(2000) * 10.0 ** rng.uniform(-9, 5, 2000)).astype(np.float32),
+            np.array(
+                [65504, 65519.99, 65520, 1e9, -1e9, 2**-25, 2**-24 * 1.5, 0.0, -0.0], np.float32
+            ),
+        ]
+    )
     ours = np.array([round_to_f16(v) for v in x], np.float32)
     np.testing.assert_array_equal(ours, x.astype(np.float16).astype(np.float32))
 

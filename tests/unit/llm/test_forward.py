@@ -9,7 +9,7 @@ from onnxexec.llm.graph import GraphOptions
 from onnxexec.llm.model import LLM
 from tests.unit.llm._tiny import Reference, write_tiny_gguf
 
-EXACT = GraphOptions(kv_f16=False, gelu_f16=False)
+EXACT = GraphOptions(kv_f16=False, ggml_act=False)
 CASES = {
     "llama": {},
     "qwen2": {},

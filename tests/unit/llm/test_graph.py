@@ -116,7 +116,7 @@ def test_gemma3_attributes():
 def test_options_reach_the_nodes():
     cfg = config_from_metadata(meta("gemma3"), n_vocab=V)
     g = build_llm_graph(cfg, weights("gemma3", cfg.n_layer, True), n_ctx=8,
-                        options=GraphOptions(kv_f16=False, gelu_f16=False, matmul_mode="int8"))
+                        options=GraphOptions(kv_f16=False, ggml_act=False, matmul_mode="int8"))
     assert {n.attrs["act"] for n in g.nodes if n.op_type == "GatedAct"} == {"gelu_tanh"}
     assert {n.attrs["kv_f16"] for n in g.nodes if n.op_type == "KVAttention"} == {0}
     assert {n.attrs["mode"] for n in g.nodes if n.op_type == "QMatMul"} == {"int8"}

