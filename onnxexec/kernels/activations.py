@@ -26,8 +26,54 @@ _SQRT1_2: Final = 0.7071067811865476
 _SQRT_2_OVER_PI: Final = 0.7978845608028654
 
 
+@nb.njit(inline="always", cache=True)
+def act_row(row, code, a, b, tmp, scratch):
+    """Activation `code` in place over a 1-D float32 row (tmp / scratch as long)."""
+    w = row.shape[0]
+    if code == 1:
+        for j in range(w):
+            row[j] = max(row[j], f32(0.0))
+    elif code == 2:
+        for j in range(w):
+            v = row[j]
+            row[j] = f32(0.5) * v * (f32(1.0) + erf32(v * f32(_SQRT1_2)))
+    elif code == 3:
+        for j in range(w):
+            v = row[j]
+            u = f32(_SQRT_2_OVER_PI) * (v + f32(0.044715) * v * v * v)
+            row[j] = f32(0.5) * v * (f32(1.0) + tanh32(u))
+    elif code == 4 or code == 5:
+        t = tmp[:w]
+        for j in range(w):
+            t[j] = -row[j]
+        exp_row(t, t, scratch)
+        if code == 4:
+            for j in range(w):
+                row[j] = f32(1.0) / (f32(1.0) + t[j])
+        else:
+            for j in range(w):
+                row[j] = row[j] / (f32(1.0) + t[j])
+    elif code == 6:
+        for j in range(w):
+            v = row[j]
+            row[j] = v * min(max(v * f32(1.0 / 6.0) + f32(0.5), f32(0.0)), f32(1.0))
+    elif code == 7:
+        for j in range(w):
+            row[j] = min(max(row[j], a), b)
+    elif code == 8:
+        for j in range(w):
+            v = row[j]
+            row[j] = v if v >= f32(0.0) else v * a
+    elif code == 9:
+        for j in range(w):
+            row[j] = tanh32(row[j])
+    elif code == 10:
+        for j in range(w):
+            row[j] = min(max(row[j] * a + b, f32(0.0)), f32(1.0))
+
+
 @nb.njit(nogil=True, cache=True, error_model="numpy")
-def _epilogue(y, n0, n1, bias, has_bias, code, alpha, beta):
+def _epilogue(y, n0, n1, bias, has_bias, row_bias, code, alpha, beta):
     m = y.shape[0]
     w = n1 - n0
     scratch = np.empty(w, dtype=np.int32)
@@ -36,64 +82,31 @@ def _epilogue(y, n0, n1, bias, has_bias, code, alpha, beta):
     b = f32(beta)
     for i in range(m):
         row = y[i, n0:n1]
-        if has_bias:
+        if has_bias and row_bias:
+            bv = bias[i]
+            for j in range(w):
+                row[j] += bv
+        elif has_bias:
             bb = bias[n0:n1]
             for j in range(w):
                 row[j] += bb[j]
-        if code == 1:
-            for j in range(w):
-                row[j] = max(row[j], f32(0.0))
-        elif code == 2:
-            for j in range(w):
-                v = row[j]
-                row[j] = f32(0.5) * v * (f32(1.0) + erf32(v * f32(_SQRT1_2)))
-        elif code == 3:
-            for j in range(w):
-                v = row[j]
-                u = f32(_SQRT_2_OVER_PI) * (v + f32(0.044715) * v * v * v)
-                row[j] = f32(0.5) * v * (f32(1.0) + tanh32(u))
-        elif code == 4 or code == 5:
-            for j in range(w):
-                tmp[j] = -row[j]
-            exp_row(tmp, tmp, scratch)
-            if code == 4:
-                for j in range(w):
-                    row[j] = f32(1.0) / (f32(1.0) + tmp[j])
-            else:
-                for j in range(w):
-                    row[j] = row[j] / (f32(1.0) + tmp[j])
-        elif code == 6:
-            for j in range(w):
-                v = row[j]
-                row[j] = v * min(max(v * f32(1.0 / 6.0) + f32(0.5), f32(0.0)), f32(1.0))
-        elif code == 7:
-            for j in range(w):
-                row[j] = min(max(row[j], a), b)
-        elif code == 8:
-            for j in range(w):
-                v = row[j]
-                row[j] = v if v >= f32(0.0) else v * a
-        elif code == 9:
-            for j in range(w):
-                row[j] = tanh32(row[j])
-        elif code == 10:
-            for j in range(w):
-                row[j] = min(max(row[j] * a + b, f32(0.0)), f32(1.0))
+        act_row(row, code, a, b, tmp, scratch)
 
 
 _NO_BIAS = np.zeros(1, dtype=np.float32)
 
 
 def epilogue(y: np.ndarray, n0: int, n1: int, bias: np.ndarray | None, code: int,
-             alpha: float = 0.0, beta: float = 0.0) -> None:
-    """In place on y[:, n0:n1] (C-contiguous float32 2-D): += bias[n0:n1], then activation."""
+             alpha: float = 0.0, beta: float = 0.0, row_bias: bool = False) -> None:
+    """In place on y[:, n0:n1] (C-contiguous float32 2-D): += bias[n0:n1] (or, row_bias,
+    bias[i] on row i), then the activation."""
     if bias is None and code == 0:
         return
     if y.dtype != np.float32 or not y.flags.c_contiguous or y.ndim != 2:
         raise ValueError(f"epilogue: C-contiguous float32 matrix expected, got {y.dtype}"
                          f"{list(y.shape)}")
     b = _NO_BIAS if bias is None else bias
-    _epilogue(y, n0, n1, b, bias is not None, code, alpha, beta)
+    _epilogue(y, n0, n1, b, bias is not None, row_bias, code, alpha, beta)
 
 
 def epilogue_reference(y: np.ndarray, bias: np.ndarray | None, code: int,

@@ -157,3 +157,18 @@ def rope_rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, head_dim: int,
     _rope_rotate(np.ascontiguousarray(x, dtype=np.float32), cos, sin, int(head_dim),
                  int(n_dims), bool(neox), out)
     return out
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def _softcap(x, cap, out):
+    inv = np.float32(np.float32(1.0) / cap)
+    for i in nb.prange(x.size):
+        out[i] = np.float32(cap * math.tanh(np.float32(x[i] * inv)))
+
+
+def softcap(x: np.ndarray, cap: float) -> np.ndarray:
+    """cap * tanhf(x * (1/cap)) in float32: ggml_scale, ggml_tanh (glibc tanhf), ggml_scale."""
+    out = np.empty(x.shape, np.float32)
+    _softcap(np.ascontiguousarray(x, dtype=np.float32).reshape(-1), np.float32(cap),
+             out.reshape(-1))
+    return out

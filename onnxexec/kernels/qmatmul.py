@@ -8,15 +8,20 @@ Two paths (`mode`):
 - "int8" (default for T < BLAS_MIN_T, i.e. decoding): activations are quantized per
   32 values to int8 as llama.cpp does (actquant.py) and each weight block is dotted
   with exact integer sums, over the row-interleaved layout of lanes.py. This changes
-  results slightly versus a float dot product (relative error ~1e-3, from rounding the
-  activations to 8 bits) - the same rounding llama.cpp applies, which is why its logits
-  are matched more closely this way. Fast kernels: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-  Q4_K, Q5_K, Q6_K.
+  results slightly versus a float dot product (about 0.5% of the output's scale, from
+  rounding the activations to 8 bits) - the same rounding llama.cpp applies, which is
+  why its logits are matched more closely this way. Fast kernels: Q4_0, Q4_1, Q5_0,
+  Q5_1, Q8_0, Q4_K, Q5_K, Q6_K. Problems under lanes.PAR_MIN_MACS multiply-adds run
+  on the calling thread (waking the pool costs more than they do).
 - "float" (default for T >= BLAS_MIN_T, i.e. prompt processing): W is dequantized
   panel by panel (P rows at a time, cache-sized, bit-exact with `dequantize`) and
   multiplied with BLAS in float32; no activation rounding.
 Other types (F16, BF16, Q2_K, Q3_K, IQ4_NL, IQ4_XS) keep their raw bytes and always
 take the float path (dequantized panels + BLAS); F32 weights multiply directly.
+
+Weights of one type and row length can be fused by concatenating their raw bytes
+(rows) before prepare_weight, e.g. Q, K and V: one call and one thread-pool wake-up
+instead of three, with the outputs side by side in y.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from onnxexec.kernels.qmv_q8 import (
     QMV_Q8,
 )
 
-BLAS_MIN_T: Final = 8  # from this many rows on, dequantized panels + BLAS win
+BLAS_MIN_T: Final = 12  # from this many rows on, dequantized panels + BLAS win
 PANEL_BYTES: Final = 1 << 19  # float32 bytes of one dequantized panel (fits in L2)
 
 _NIB_TYPES = (q.Q4_0, q.Q4_1, q.Q5_0, q.Q5_1, q.Q4_K, q.Q5_K)

@@ -51,7 +51,8 @@ class LLM:
     """
 
     def __init__(self, path: str | os.PathLike, n_ctx: int | None = None, threads: int = 0,
-                 n_batch: int = 512, options: GraphOptions | None = None) -> None:
+                 n_batch: int = 512, options: GraphOptions | None = None,
+                 warmup: bool = True) -> None:
         from onnxexec.llm.tokenizer import load_tokenizer
 
         self.path = str(path)
@@ -79,6 +80,16 @@ class LLM:
             self._feeds[f"k_cache.{il}"] = self.k_cache[il]
             self._feeds[f"v_cache.{il}"] = self.v_cache[il]
         self.tokens: list[int] = []
+        if warmup:
+            self.warmup()
+
+    def warmup(self) -> None:
+        """Plan the graph and run the prompt (T >= 2) and decode (T = 1) code paths once,
+        so that loading compiled kernels is not counted in the first timings."""
+        if self.n_ctx >= 3:
+            self.eval([0, 0])
+            self.eval([0])
+        self.reset()
 
     def plan(self, last_only: bool = True) -> GraphPlan:
         """The planned graph (built on first use; weights are shared between the two)."""

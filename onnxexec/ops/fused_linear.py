@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.kernels.activations import ACT, epilogue, epilogue_reference
+from onnxexec.kernels.conv2d import conv2d
 from onnxexec.kernels.gemm import batched, linear
 from onnxexec.ops.conv import _compute_dtype, _geometry, conv_nd
 from onnxexec.ops.registry import op
@@ -77,6 +78,10 @@ def fused_conv(
 ) -> np.ndarray:
     """act(Conv(X, W, B)) with Conv's attributes: X (N, C, D...), W (M, C/group, K...)."""
     g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    if x.ndim == 4 and x.dtype == F32 and w.dtype == F32 and x.shape[1] == w.shape[1] * group \
+            and w.shape[0] % group == 0 and (b is None or b.dtype == F32):
+        return conv2d(x, w, b, g.strides, g.pads_begin, g.dilations, group, g.out,
+                      _code(activation), alpha, beta)
     y = conv_nd(x, w, b, group=group, g=g, dt=_compute_dtype(x.dtype))
     y = np.ascontiguousarray(y.astype(x.dtype, copy=False))
     return activate(y, activation, alpha, beta)

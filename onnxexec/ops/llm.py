@@ -15,6 +15,7 @@ import numpy as np
 
 from onnxexec.kernels.attention import kv_attention
 from onnxexec.kernels.ggml_math import gelu_f16_table, rope_cache, rope_rotate, silu_mul
+from onnxexec.kernels.ggml_math import softcap as softcap_kernel
 from onnxexec.kernels.qmatmul import QWeight, qembedding, qmatmul
 from onnxexec.ops.registry import op
 
@@ -148,7 +149,7 @@ def gated_act(gate: np.ndarray, up: np.ndarray, *, act: str = "silu") -> np.ndar
 @op("Softcap", 1, domain=D)
 def softcap(x: np.ndarray, *, cap: float) -> np.ndarray:
     """cap * tanh(x * (1/cap)) (gemma final-logit soft capping: scale, tanh, scale)."""
-    return np.float32(cap) * np.tanh(x * np.float32(1.0 / cap))
+    return softcap_kernel(x, cap)
 
 
 @op("LastRow", 1, domain=D)

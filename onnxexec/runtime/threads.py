@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import os
 
+# numba's OpenMP layer spin-waits between parallel regions by default; with more busy
+# threads than cores (our own pool, BLAS, other processes) a 2-thread prange kernel ran
+# 10-20x slower than on one thread. Passive waiting must be chosen before libgomp loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import numba
 from threadpoolctl import threadpool_limits
 
