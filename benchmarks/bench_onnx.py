@@ -46,12 +46,18 @@ class Row:
 
 
 def _build_nets(out: Path, names: list[str], exporters: list[str], quick: bool) -> None:
-    missing = [f"{n}:{e}" for n in names for e in exporters
-               if not (out / f"{n}_{e}.onnx").exists()]
+    missing = [f"{n}:{e}" for n in names for e in exporters if not (out / f"{n}_{e}.onnx").exists()]
     if not missing:
         return
-    cmd = [sys.executable, str(ROOT / "models" / "build_models.py"), str(out),
-           "--size", "tiny" if quick else "full", "--only", *missing]
+    cmd = [
+        sys.executable,
+        str(ROOT / "models" / "build_models.py"),
+        str(out),
+        "--size",
+        "tiny" if quick else "full",
+        "--only",
+        *missing,
+    ]
     print("building:", " ".join(missing), flush=True)
     subprocess.run(cmd, check=False)
 
@@ -59,8 +65,9 @@ def _build_nets(out: Path, names: list[str], exporters: list[str], quick: bool) 
 def _build_sklearn(out: Path) -> list[Path]:
     if not (out / "manifest.json").exists():
         print("building scikit-learn models", flush=True)
-        subprocess.run([sys.executable, str(ROOT / "models" / "sklearn_models.py"), str(out)],
-                       check=False)
+        subprocess.run(
+            [sys.executable, str(ROOT / "models" / "sklearn_models.py"), str(out)], check=False
+        )
     return sorted(out.glob("*.onnx"))
 
 
@@ -81,29 +88,48 @@ def bench_one(model: Path, name: str, exporter: str, args: argparse.Namespace) -
     with np.load(feed_path, allow_pickle=False) as z:
         feed = {k: z[k] for k in z.files}
     try:
-        r = bench_onnx(str(model), feed, threads=args.threads, runs=args.runs,
-                       warmup=args.warmup, memory=not args.no_memory,
-                       feed_path=str(feed_path), level=args.level)
+        r = bench_onnx(
+            str(model),
+            feed,
+            threads=args.threads,
+            runs=args.runs,
+            warmup=args.warmup,
+            memory=not args.no_memory,
+            feed_path=str(feed_path),
+            level=args.level,
+        )
     except Exception as e:  # one broken model must not hide the others
         nan = float("nan")
         return Row(name, exporter, nan, nan, nan, nan, nan, nan, nan, f"{type(e).__name__}: {e}")
     ours, ort = r.engines
     diff = max(r.max_abs_diff.values(), default=0.0)
-    return Row(name, exporter, ort.median_ms, ours.median_ms, r.ratio(),
-               ours.create_s / ort.create_s, ours.peak_rss_mb / ort.peak_rss_mb, diff,
-               diff / _reference_scale(model))
+    return Row(
+        name,
+        exporter,
+        ort.median_ms,
+        ours.median_ms,
+        r.ratio(),
+        ours.create_s / ort.create_s,
+        ours.peak_rss_mb / ort.peak_rss_mb,
+        diff,
+        diff / _reference_scale(model),
+    )
 
 
-HEAD = (f"{'model':<24}{'exporter':<13}{'ort ms':>9}{'ours ms':>9}{'ratio':>7}"
-        f"{'create':>8}{'RSS':>6}{'max|diff|':>11}{'rel':>9}")
+HEAD = (
+    f"{'model':<24}{'exporter':<13}{'ort ms':>9}{'ours ms':>9}{'ratio':>7}"
+    f"{'create':>8}{'RSS':>6}{'max|diff|':>11}{'rel':>9}"
+)
 
 
 def format_row(r: Row) -> str:
     if r.error:
         return f"{r.model:<24}{r.exporter:<13} FAILED: {r.error[:120]}"
-    return (f"{r.model:<24}{r.exporter:<13}{r.ort_ms:>9.2f}{r.ours_ms:>9.2f}{r.ratio:>7.2f}"
-            f"{r.create_ratio:>8.2f}{r.rss_ratio:>6.2f}{r.max_abs_diff:>11.2e}"
-            f"{r.rel_diff:>9.1e}")
+    return (
+        f"{r.model:<24}{r.exporter:<13}{r.ort_ms:>9.2f}{r.ours_ms:>9.2f}{r.ratio:>7.2f}"
+        f"{r.create_ratio:>8.2f}{r.rss_ratio:>6.2f}{r.max_abs_diff:>11.2e}"
+        f"{r.rel_diff:>9.1e}"
+    )
 
 
 def print_table(rows: list[Row]) -> None:
@@ -115,14 +141,20 @@ def print_table(rows: list[Row]) -> None:
     if ok:
         gm = math.exp(sum(math.log(r.ratio) for r in ok) / len(ok))
         worst = max(ok, key=lambda r: r.ratio)
-        print(f"geometric mean latency ratio {gm:.3f} over {len(ok)} models; "
-              f"worst {worst.model}/{worst.exporter} {worst.ratio:.2f}")
+        print(
+            f"geometric mean latency ratio {gm:.3f} over {len(ok)} models; "
+            f"worst {worst.model}/{worst.exporter} {worst.ratio:.2f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", nargs="+", default=[*NETS, "sklearn"],
-                   help="networks and/or 'sklearn' (default: all)")
+    p.add_argument(
+        "--models",
+        nargs="+",
+        default=[*NETS, "sklearn"],
+        help="networks and/or 'sklearn' (default: all)",
+    )
     p.add_argument("--exporters", nargs="+", default=list(EXPORTERS), choices=EXPORTERS)
     p.add_argument("--model-dir", type=Path, default=ROOT / "benchmarks" / ".models")
     p.add_argument("--quick", action="store_true", help="tiny models, few runs")

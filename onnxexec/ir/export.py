@@ -60,9 +60,15 @@ def _value_info(v: ValueInfo) -> onnx.ValueInfoProto:
 
 def tensor_proto(name: str, v: np.ndarray) -> TensorProto:
     if v.dtype == object:
-        v = np.array([s.encode("utf-8", errors="surrogateescape") if isinstance(s, str) else s for s in v.reshape(-1)],
-                     dtype=object).reshape(v.shape)
-    return numpy_helper.from_array(np.ascontiguousarray(v), name)
+        v = np.array(
+            [
+                s.encode("utf-8", errors="surrogateescape") if isinstance(s, str) else s
+                for s in v.reshape(-1)
+            ],
+            dtype=object,
+        ).reshape(v.shape)
+    # (np.ascontiguousarray would turn a 0-d scalar into shape (1,))
+    return numpy_helper.from_array(v if v.flags.c_contiguous else v.copy(order="C"), name)
 
 
 def _schema_type(node: Node, name: str, opset: int | None) -> int | None:
@@ -118,8 +124,9 @@ def graph_proto(g: Graph, opsets: Mapping[str, int] | None = None) -> onnx.Graph
     gp.input.extend(_value_info(v) for v in g.inputs)
     gp.output.extend(_value_info(v) for v in g.outputs)
     gp.value_info.extend(_value_info(v) for v in g.value_info.values())
-    gp.initializer.extend(tensor_proto(k, v) for k, v in g.initializers.items()
-                          if isinstance(v, np.ndarray))
+    gp.initializer.extend(
+        tensor_proto(k, v) for k, v in g.initializers.items() if isinstance(v, np.ndarray)
+    )
     return gp
 
 
@@ -163,7 +170,11 @@ def save_model(g: Graph, path: str | os.PathLike) -> None:
     m = to_model(g)
     total = sum(t.ByteSize() for t in m.graph.initializer)
     if total > _EXTERNAL_BYTES:
-        onnx.save_model(m, os.fspath(path), save_as_external_data=True,
-                        location=os.path.basename(os.fspath(path)) + ".data")
+        onnx.save_model(
+            m,
+            os.fspath(path),
+            save_as_external_data=True,
+            location=os.path.basename(os.fspath(path)) + ".data",
+        )
     else:
         onnx.save_model(m, os.fspath(path))

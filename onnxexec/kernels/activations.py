@@ -18,8 +18,17 @@ import numpy as np
 from onnxexec.kernels.vmath import erf32, exp_row, tanh32
 
 ACT: Final[dict[str, int]] = {
-    "": 0, "Relu": 1, "Gelu": 2, "GeluTanh": 3, "Sigmoid": 4, "Silu": 5, "HardSwish": 6,
-    "Clip": 7, "LeakyRelu": 8, "Tanh": 9, "HardSigmoid": 10,
+    "": 0,
+    "Relu": 1,
+    "Gelu": 2,
+    "GeluTanh": 3,
+    "Sigmoid": 4,
+    "Silu": 5,
+    "HardSwish": 6,
+    "Clip": 7,
+    "LeakyRelu": 8,
+    "Tanh": 9,
+    "HardSigmoid": 10,
 }
 f32 = np.float32
 _SQRT1_2: Final = 0.7071067811865476
@@ -96,21 +105,31 @@ def _epilogue(y, n0, n1, bias, has_bias, row_bias, code, alpha, beta):
 _NO_BIAS = np.zeros(1, dtype=np.float32)
 
 
-def epilogue(y: np.ndarray, n0: int, n1: int, bias: np.ndarray | None, code: int,
-             alpha: float = 0.0, beta: float = 0.0, row_bias: bool = False) -> None:
+def epilogue(
+    y: np.ndarray,
+    n0: int,
+    n1: int,
+    bias: np.ndarray | None,
+    code: int,
+    alpha: float = 0.0,
+    beta: float = 0.0,
+    row_bias: bool = False,
+) -> None:
     """In place on y[:, n0:n1] (C-contiguous float32 2-D): += bias[n0:n1] (or, row_bias,
     bias[i] on row i), then the activation."""
     if bias is None and code == 0:
         return
     if y.dtype != np.float32 or not y.flags.c_contiguous or y.ndim != 2:
-        raise ValueError(f"epilogue: C-contiguous float32 matrix expected, got {y.dtype}"
-                         f"{list(y.shape)}")
+        raise ValueError(
+            f"epilogue: C-contiguous float32 matrix expected, got {y.dtype}{list(y.shape)}"
+        )
     b = _NO_BIAS if bias is None else bias
     _epilogue(y, n0, n1, b, bias is not None, row_bias, code, alpha, beta)
 
 
-def epilogue_reference(y: np.ndarray, bias: np.ndarray | None, code: int,
-                       alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
+def epilogue_reference(
+    y: np.ndarray, bias: np.ndarray | None, code: int, alpha: float = 0.0, beta: float = 0.0
+) -> np.ndarray:
     """numpy/float64 reference of the whole-matrix epilogue (returns a new array)."""
     v = y.astype(np.float64) + (0.0 if bias is None else bias.astype(np.float64))
     erf = np.vectorize(math.erf, otypes=[np.float64])  # otypes: works on empty arrays

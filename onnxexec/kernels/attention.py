@@ -30,6 +30,9 @@ import numpy as np
 
 from onnxexec.kernels.fp16 import round_to_f16
 from onnxexec.kernels.ggml_math import expf
+from onnxexec.kernels.lanes import twins
+
+PAR_MIN_WORK = 1 << 18  # multiply-adds from which the parallel kernels pay off
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -54,7 +57,6 @@ def _reduce_vec_dot(acc):
     return np.float32(np.float32(t[0] + t[1]) + np.float32(t[2] + t[3]))
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
 def _attend_ggml(q, k_cache, v_cache, pos, scale, window, softcap, n_kv, out):
     """See the module docstring; q (T, H*Dh), caches (C, Hkv, Dh) holding halves.
 
@@ -118,28 +120,30 @@ def _attend_ggml(q, k_cache, v_cache, pos, scale, window, softcap, n_kv, out):
         inv = np.float32(1.0 / total)
         for j in range(lo, p + 1):
             w[j] = round_to_f16(np.float32(w[j] * inv))
+        # the P @ V lanes are laid out [lane..., d] so the inner loop runs over d
         if tiny_kqv:
-            lanes2 = np.zeros((Dh, 8), np.float32)
+            lanes2 = np.zeros((8, Dh), np.float32)
             for j in range(lo, p + 1):
                 wj = w[j]
+                lj = lanes2[j & 7]
                 for d in range(Dh):
-                    lanes2[d, j & 7] += v_cache[j, hk, d] * wj
+                    lj[d] += v_cache[j, hk, d] * wj
             for d in range(Dh):
-                out[t, qo + d] = _hsum_tiny(lanes2[d])
+                out[t, qo + d] = _hsum_tiny(lanes2[:, d])
         else:
-            acc2 = np.zeros((Dh, 4, 8), np.float32)
+            acc2 = np.zeros((4, 8, Dh), np.float32)
             for j in range(lo, min(p + 1, n32)):
                 wj = w[j]
+                aj = acc2[(j >> 3) & 3, j & 7]
                 for d in range(Dh):
-                    acc2[d, (j >> 3) & 3, j & 7] += v_cache[j, hk, d] * wj
+                    aj[d] += v_cache[j, hk, d] * wj
             for d in range(Dh):
-                r = np.float64(_reduce_vec_dot(acc2[d]))
+                r = np.float64(_reduce_vec_dot(acc2[:, :, d]))
                 for j in range(max(lo, n32), p + 1):
                     r += np.float64(np.float32(v_cache[j, hk, d] * w[j]))
                 out[t, qo + d] = np.float32(r)
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
 def _attend(q, k_cache, v_cache, pos, scale, window, softcap, out):
     """Float path: out[t, h] = softmax(scale * q_th . K^T) V over the visible cells."""
     T = q.shape[0]
@@ -179,6 +183,10 @@ def _attend(q, k_cache, v_cache, pos, scale, window, softcap, out):
                 out[t, qo + d] += wj * v_cache[j, hk, d]
 
 
+_ATTEND_GGML = twins(_attend_ggml)
+_ATTEND = twins(_attend)
+
+
 def ggml_n_kv(pos: int, T: int, cache_size: int) -> int:
     """Cells llama.cpp attends over: max(256, pos+T rounded up to 256), capped at the cache."""
     return min(cache_size, max(256, -(-(pos + T) // 256) * 256))
@@ -198,9 +206,13 @@ def kv_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos: i
         raise ValueError(f"positions [{pos}, {pos + T}) exceed the KV cache size {C}")
     out = np.empty_like(q)
     q = np.ascontiguousarray(q)
+    span = pos + T if not window else min(window, pos + T)
+    par = T * HD * span >= PAR_MIN_WORK
     if ggml:
-        _attend_ggml(q, k_cache, v_cache, pos, np.float32(scale), window, np.float32(softcap),
-                     ggml_n_kv(pos, T, C), out)
+        kern = _ATTEND_GGML[0] if par else _ATTEND_GGML[1]
+        kern(q, k_cache, v_cache, pos, np.float32(scale), window, np.float32(softcap),
+             ggml_n_kv(pos, T, C), out)
     else:
-        _attend(q, k_cache, v_cache, pos, np.float32(scale), window, np.float32(softcap), out)
+        kern = _ATTEND[0] if par else _ATTEND[1]
+        kern(q, k_cache, v_cache, pos, np.float32(scale), window, np.float32(softcap), out)
     return out

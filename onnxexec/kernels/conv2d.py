@@ -48,7 +48,7 @@ def _im2col_rows(x, c0, c1, kh, kw, sh, sw, ph, pw, dh, dw, ow, i0, i1, cols):
                 off = b * dw - pw
                 lo, hi = _col_range(ow, sw, off, width)
                 for i in range(i0, i1):
-                    dst = row[(i - i0) * ow:(i - i0 + 1) * ow]
+                    dst = row[(i - i0) * ow : (i - i0 + 1) * ow]
                     r = i * sh - ph + a * dh
                     if r < 0 or r >= height:
                         for j in range(ow):
@@ -58,7 +58,7 @@ def _im2col_rows(x, c0, c1, kh, kw, sh, sw, ph, pw, dh, dw, ow, i0, i1, cols):
                         dst[j] = f32(0.0)
                     if hi > lo:
                         # slices, not offset indices: see _depthwise
-                        src = x[c, r, lo * sw + off:(hi - 1) * sw + off + 1:sw]
+                        src = x[c, r, lo * sw + off : (hi - 1) * sw + off + 1 : sw]
                         d = dst[lo:hi]
                         for j in range(hi - lo):
                             d[j] = src[j]
@@ -90,7 +90,7 @@ def _depthwise(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, out, m0, m1, code, 
         c = m // mult
         if c != last_c:
             for r in range(height):
-                dst = xp[(r + ph) * wp + pw:(r + ph) * wp + pw + width]
+                dst = xp[(r + ph) * wp + pw : (r + ph) * wp + pw + width]
                 xr = x[c, r]
                 for j in range(width):
                     dst[j] = xr[j]
@@ -109,11 +109,11 @@ def _depthwise(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, out, m0, m1, code, 
                     # slices, never offset indices: an offset index makes numba check for
                     # negative wrap-around and the loop stops vectorizing
                     if sh == 1 and sw == 1:
-                        src = xp[off + p0:off + p1]
+                        src = xp[off + p0 : off + p1]
                         for p in range(p1 - p0):
                             e[p] += src[p] * wv
                     elif sh == sw:
-                        srcs = xp[off + sh * p0:off + sh * (p1 - 1) + 1:sh]
+                        srcs = xp[off + sh * p0 : off + sh * (p1 - 1) + 1 : sh]
                         for p in range(p1 - p0):
                             e[p] += srcs[p] * wv
                     else:
@@ -123,15 +123,25 @@ def _depthwise(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, out, m0, m1, code, 
                                 ext[p] += xp[i * sh * wp + j * sw + off] * wv
         for i in range(oh):
             orow = out[m, i]
-            e = ext[i * wp:i * wp + ow]
+            e = ext[i * wp : i * wp + ow]
             for j in range(ow):
                 orow[j] = e[j]
             act_row(orow, code, f32(alpha), f32(beta), tmp, scratch)
 
 
-def conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, strides: Sequence[int],
-           pads: Sequence[int], dilations: Sequence[int], group: int, out_hw: Sequence[int],
-           act: int = 0, alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
+def conv2d(
+    x: np.ndarray,
+    w: np.ndarray,
+    bias: np.ndarray | None,
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+    group: int,
+    out_hw: Sequence[int],
+    act: int = 0,
+    alpha: float = 0.0,
+    beta: float = 0.0,
+) -> np.ndarray:
     """act(conv(x, w) + bias): x (N, C, H, W), w (M, C/group, KH, KW) float32,
     pads (top, left, bottom, right) of which only top/left matter here (the output
     size out_hw already accounts for the rest) -> (N, M, OH, OW)."""
@@ -147,9 +157,26 @@ def conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, strides: Seque
     if cg == 1 and group == c and m % c == 0:
         wk = np.ascontiguousarray(w[:, 0], dtype=np.float32)
         for i in range(n):
+
             def planes(m0: int, m1: int, i: int = i) -> None:
-                _depthwise(x[i], wk, _NO_BIAS if b is None else b, b is not None, sh, sw, ph, pw,
-                           dh, dw, out[i], m0, m1, act, alpha, beta)
+                _depthwise(
+                    x[i],
+                    wk,
+                    _NO_BIAS if b is None else b,
+                    b is not None,
+                    sh,
+                    sw,
+                    ph,
+                    pw,
+                    dh,
+                    dw,
+                    out[i],
+                    m0,
+                    m1,
+                    act,
+                    alpha,
+                    beta,
+                )
 
             parallel_for(planes, m, min_chunk=max(1, 8192 // max(oh * ow, 1)))
         return out
@@ -160,19 +187,41 @@ def conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, strides: Seque
     pointwise = kh == kw == 1 and sh == sw == 1 and ph == pw == 0 and (oh, ow) == (height, width)
     for i in range(n):
         for g in range(group):
-            y = out[i, g * mg:(g + 1) * mg].reshape(mg, oh * ow)
-            bg = None if b is None else b[g * mg:(g + 1) * mg]
+            y = out[i, g * mg : (g + 1) * mg].reshape(mg, oh * ow)
+            bg = None if b is None else b[g * mg : (g + 1) * mg]
             if pointwise:
-                _pointwise(wmat[g], x[i, g * cg:(g + 1) * cg].reshape(cg, -1), y, bg, act,
-                           alpha, beta)
+                _pointwise(
+                    wmat[g], x[i, g * cg : (g + 1) * cg].reshape(cg, -1), y, bg, act, alpha, beta
+                )
             else:
-                _im2col_gemm(x[i], g * cg, (g + 1) * cg, wmat[g], y, bg, (kh, kw), (sh, sw),
-                             (ph, pw), (dh, dw), ow, act, alpha, beta)
+                _im2col_gemm(
+                    x[i],
+                    g * cg,
+                    (g + 1) * cg,
+                    wmat[g],
+                    y,
+                    bg,
+                    (kh, kw),
+                    (sh, sw),
+                    (ph, pw),
+                    (dh, dw),
+                    ow,
+                    act,
+                    alpha,
+                    beta,
+                )
     return out
 
 
-def _pointwise(wm: np.ndarray, xm: np.ndarray, y: np.ndarray, bias: np.ndarray | None,
-               act: int, alpha: float, beta: float) -> None:
+def _pointwise(
+    wm: np.ndarray,
+    xm: np.ndarray,
+    y: np.ndarray,
+    bias: np.ndarray | None,
+    act: int,
+    alpha: float,
+    beta: float,
+) -> None:
     """y (M, P) = act(wm (M, C) @ xm (C, P) + bias per row)."""
     mg, p = y.shape
     if num_threads() == 1 or mg * p * wm.shape[1] < (1 << 18):
@@ -188,18 +237,32 @@ def _pointwise(wm: np.ndarray, xm: np.ndarray, y: np.ndarray, bias: np.ndarray |
 
         parallel_for(cols, blocks)
     else:
+
         def rows(a: int, bb: int) -> None:
             np.matmul(wm[a:bb], xm, out=y[a:bb])
-            epilogue(y[a:bb], 0, p, None if bias is None else bias[a:bb], act, alpha, beta,
-                     row_bias=True)
+            epilogue(
+                y[a:bb], 0, p, None if bias is None else bias[a:bb], act, alpha, beta, row_bias=True
+            )
 
         parallel_for(rows, mg, min_chunk=4)
 
 
-def _im2col_gemm(xi: np.ndarray, c0: int, c1: int, wm: np.ndarray, y: np.ndarray,
-                 bias: np.ndarray | None, k: tuple[int, int], s: tuple[int, int],
-                 p: tuple[int, int], d: tuple[int, int], ow: int, act: int, alpha: float,
-                 beta: float) -> None:
+def _im2col_gemm(
+    xi: np.ndarray,
+    c0: int,
+    c1: int,
+    wm: np.ndarray,
+    y: np.ndarray,
+    bias: np.ndarray | None,
+    k: tuple[int, int],
+    s: tuple[int, int],
+    p: tuple[int, int],
+    d: tuple[int, int],
+    ow: int,
+    act: int,
+    alpha: float,
+    beta: float,
+) -> None:
     """y (M, OH*OW) = act(wm (M, Cg*KH*KW) @ im2col(xi[c0:c1]) + bias), tiled by rows."""
     ck = wm.shape[1]
     oh = y.shape[1] // ow
@@ -214,9 +277,8 @@ def _im2col_gemm(xi: np.ndarray, c0: int, c1: int, wm: np.ndarray, y: np.ndarray
             i0, i1 = t * rows_per_tile, min((t + 1) * rows_per_tile, oh)
             width = (i1 - i0) * ow
             cm = cols[:, :width]
-            _im2col_rows(xi, c0, c1, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], ow,
-                         i0, i1, cm)
-            np.matmul(wm, cm, out=y[:, i0 * ow:i1 * ow])
+            _im2col_rows(xi, c0, c1, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], ow, i0, i1, cm)
+            np.matmul(wm, cm, out=y[:, i0 * ow : i1 * ow])
             epilogue(y, i0 * ow, i1 * ow, bias, act, alpha, beta, row_bias=True)
 
     parallel_for(run, tiles)

@@ -27,8 +27,14 @@ _MIN_WORK = 1 << 18  # multiply-adds below which one thread is faster than two
 _COL_BLOCK = 32  # column granularity of the N split (keeps sgemm panels aligned)
 
 
-def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, act: int = 0,
-           alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
+def linear(
+    x: np.ndarray,
+    w: np.ndarray,
+    bias: np.ndarray | None = None,
+    act: int = 0,
+    alpha: float = 0.0,
+    beta: float = 0.0,
+) -> np.ndarray:
     """act(x @ w + bias): x (..., K) f32, w (K, N) f32 (any strides), bias (N,) -> (..., N)."""
     k, n = w.shape
     if x.shape[-1] != k:
@@ -42,6 +48,7 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, act: in
         np.matmul(x2, w, out=out)
         epilogue(out, 0, n, bias, act, alpha, beta)
     elif m >= n:
+
         def rows(a: int, b: int) -> None:
             np.matmul(x2[a:b], w, out=out[a:b])
             epilogue(out[a:b], 0, n, bias, act, alpha, beta)

@@ -23,6 +23,10 @@ import math
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels.lanes import twins
+
+PAR_MIN_WORK = 1 << 16  # element operations from which waking the thread pool pays off
+
 _R = np.float32(12582912.0)  # 0x1.8p23: adding it rounds to an integer
 _LOG2E = np.float32(float.fromhex("0x1.715476p+0"))
 _LN2_HI = np.float32(float.fromhex("0x1.62e4p-1"))
@@ -63,12 +67,14 @@ def expf(x):
     return fma32(j, k, k)
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
 def _silu_mul(x, g, out):
     """out = x / (1 + expf(-x)) * g over flat float32 arrays (ggml_v_silu, then * g)."""
     for i in nb.prange(x.size):
         v = x[i]
         out[i] = np.float32(v / (np.float32(1.0) + expf(np.float32(0.0) - v))) * g[i]
+
+
+_SILU_MUL = twins(_silu_mul)
 
 
 def silu_mul(x: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -77,8 +83,9 @@ def silu_mul(x: np.ndarray, g: np.ndarray) -> np.ndarray:
         raise ValueError(f"silu_mul: expected two float32 arrays of one shape, got "
                          f"{x.dtype}{list(x.shape)} and {g.dtype}{list(g.shape)}")
     out = np.empty_like(x)
-    _silu_mul(np.ascontiguousarray(x).reshape(-1), np.ascontiguousarray(g).reshape(-1),
-              out.reshape(-1))
+    kern = _SILU_MUL[0] if x.size >= PAR_MIN_WORK else _SILU_MUL[1]
+    kern(np.ascontiguousarray(x).reshape(-1), np.ascontiguousarray(g).reshape(-1),
+         out.reshape(-1))
     return out
 
 
@@ -129,7 +136,6 @@ def rope_cache(p0: int, T: int, n_dims: int, base: float,
     return cos, sin
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
 def _rope_rotate(x, cos, sin, head_dim, n_dims, neox, out):
     T, W = x.shape
     H = W // head_dim
@@ -150,19 +156,23 @@ def _rope_rotate(x, cos, sin, head_dim, n_dims, neox, out):
             out[t, b] = fma32(x0, s, np.float32(x1 * c))
 
 
+_ROPE_ROTATE = twins(_rope_rotate)
+
+
 def rope_rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, head_dim: int,
                 n_dims: int, neox: bool) -> np.ndarray:
     """Rotate each head of x (T, H*head_dim) f32: pairs (2i, 2i+1), or (i, i+n/2) if neox."""
     out = np.empty_like(x)
-    _rope_rotate(np.ascontiguousarray(x, dtype=np.float32), cos, sin, int(head_dim),
-                 int(n_dims), bool(neox), out)
+    kern = _ROPE_ROTATE[0] if x.size >= PAR_MIN_WORK else _ROPE_ROTATE[1]
+    kern(np.ascontiguousarray(x, dtype=np.float32), cos, sin, int(head_dim), int(n_dims),
+         bool(neox), out)
     return out
 
 
-@nb.njit(parallel=True, cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True)
 def _softcap(x, cap, out):
     inv = np.float32(np.float32(1.0) / cap)
-    for i in nb.prange(x.size):
+    for i in range(x.size):
         out[i] = np.float32(cap * math.tanh(np.float32(x[i] * inv)))
 
 
@@ -172,3 +182,38 @@ def softcap(x: np.ndarray, cap: float) -> np.ndarray:
     _softcap(np.ascontiguousarray(x, dtype=np.float32).reshape(-1), np.float32(cap),
              out.reshape(-1))
     return out
+
+
+def _rms_norm(x, w, eps, group, out):
+    """x (R, W) f32 -> out: each `group`-wide slice of a row scaled by 1/sqrt(mean sq + eps)
+    and multiplied by w (group,), as ggml_compute_forward_rms_norm_f32 (+ ggml_mul)."""
+    R, W = x.shape
+    n_groups = W // group
+    for rg in nb.prange(R * n_groups):
+        r = rg // n_groups
+        o = (rg % n_groups) * group
+        total = 0.0
+        for i in range(group):
+            v = x[r, o + i]
+            total += np.float64(np.float32(v * v))
+        mean = np.float32(total / group)
+        scale = np.float32(1.0) / np.float32(math.sqrt(np.float32(mean + eps)))
+        for i in range(group):
+            out[r, o + i] = np.float32(x[r, o + i] * scale) * w[i]
+
+
+_RMS_NORM = twins(_rms_norm)
+
+
+def rms_norm(x: np.ndarray, w: np.ndarray, eps: float, group: int = 0) -> np.ndarray:
+    """RMSNorm over the last axis (or each `group`-wide slice of it) of float32 x."""
+    width = x.shape[-1]
+    group = group or width
+    if width % group or w.shape != (group,):
+        raise ValueError(f"rms_norm: width {width}, group {group} and weight shape "
+                         f"{w.shape} do not fit")
+    x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, width)
+    out = np.empty_like(x2)
+    kern = _RMS_NORM[0] if x2.size >= PAR_MIN_WORK else _RMS_NORM[1]
+    kern(x2, np.ascontiguousarray(w, dtype=np.float32), np.float32(eps), int(group), out)
+    return out.reshape(x.shape)

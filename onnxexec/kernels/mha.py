@@ -61,15 +61,22 @@ def softmax_rows(x, mask, has_mask, scale, nan_to_zero, scratch):
             row[j] = row[j] * inv
 
 
-def attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
-              scale: float, nan_to_zero: bool) -> np.ndarray:
+def attention(
+    q: np.ndarray,
+    kt: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None,
+    scale: float,
+    nan_to_zero: bool,
+) -> np.ndarray:
     """softmax(q @ kt * scale + mask) @ v: q (B, H, T, Dh), kt (B, Hkv, Dh, S),
     v (B, Hkv, S, Dv), additive mask broadcastable to (B, H, T, S) -> (B, H, T, Dv)."""
     b, h, t, dh = q.shape
     hkv, s = kt.shape[1], kt.shape[3]
     if kt.shape[0] != b or kt.shape[2] != dh or v.shape[:3] != (b, hkv, s) or h % hkv:
-        raise ValueError(f"attention: q {list(q.shape)}, k^T {list(kt.shape)}, "
-                         f"v {list(v.shape)} do not fit")
+        raise ValueError(
+            f"attention: q {list(q.shape)}, k^T {list(kt.shape)}, v {list(v.shape)} do not fit"
+        )
     group = h // hkv
     out = np.empty((b, h, t, v.shape[3]), dtype=np.float32)
     m4 = None
@@ -91,9 +98,14 @@ def attention(q: np.ndarray, kt: np.ndarray, v: np.ndarray, mask: np.ndarray | N
     return out
 
 
-def attention_reference(q: np.ndarray, kt: np.ndarray, v: np.ndarray,
-                        mask: np.ndarray | None, scale: float,
-                        nan_to_zero: bool) -> np.ndarray:
+def attention_reference(
+    q: np.ndarray,
+    kt: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None,
+    scale: float,
+    nan_to_zero: bool,
+) -> np.ndarray:
     """float64 numpy reference of attention (GQA by repeating kv heads)."""
     group = q.shape[1] // kt.shape[1]
     k = np.repeat(kt.astype(np.float64), group, axis=1)

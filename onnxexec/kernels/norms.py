@@ -20,8 +20,23 @@ _DUMMY1 = np.zeros(1, dtype=np.float32)
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
-def _layer_norm_rows(x, skip, has_skip, skip_bias, has_skip_bias, scale, bias, has_bias,
-                     eps, rms, y, s_out, keep_sum, r0, r1):
+def _layer_norm_rows(
+    x,
+    skip,
+    has_skip,
+    skip_bias,
+    has_skip_bias,
+    scale,
+    bias,
+    has_bias,
+    eps,
+    rms,
+    y,
+    s_out,
+    keep_sum,
+    r0,
+    r1,
+):
     """y[r] = norm(x[r] + skip[r] + skip_bias) * scale + bias for rows r0..r1.
 
     x, skip, y, s_out (R, D) C-contiguous float32; skip rows may repeat (broadcast via
@@ -70,10 +85,16 @@ def _rows(a: np.ndarray | None, d: int) -> np.ndarray | None:
     return np.ascontiguousarray(a, dtype=np.float32).reshape(-1, d)
 
 
-def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None,
-               skip: np.ndarray | None = None, skip_bias: np.ndarray | None = None,
-               epsilon: float = 1e-5, rms: bool = False,
-               keep_sum: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+def layer_norm(
+    x: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray | None = None,
+    skip: np.ndarray | None = None,
+    skip_bias: np.ndarray | None = None,
+    epsilon: float = 1e-5,
+    rms: bool = False,
+    keep_sum: bool = False,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """(y, x + skip + skip_bias or None) normalized over the last axis; float32 (..., D).
 
     `skip` may broadcast over the leading axes (its rows repeat); scale / bias / skip_bias
@@ -93,17 +114,37 @@ def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None,
         raise ValueError(f"scale/bias of size {sc.size}/{b.size} for a last axis of {d}")
 
     def run(r0: int, r1: int) -> None:
-        _layer_norm_rows(x2, _DUMMY if sk is None else sk, sk is not None, sb,
-                         skip_bias is not None, sc, b, bias is not None, float(epsilon), rms,
-                         y, s_out, keep_sum, r0, r1)
+        _layer_norm_rows(
+            x2,
+            _DUMMY if sk is None else sk,
+            sk is not None,
+            sb,
+            skip_bias is not None,
+            sc,
+            b,
+            bias is not None,
+            float(epsilon),
+            rms,
+            y,
+            s_out,
+            keep_sum,
+            r0,
+            r1,
+        )
 
     parallel_for(run, x2.shape[0], min_chunk=max(1, 32768 // max(d, 1)))
     return y.reshape(x.shape), (s_out.reshape(x.shape) if keep_sum else None)
 
 
-def layer_norm_reference(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None,
-                         skip: np.ndarray | None = None, skip_bias: np.ndarray | None = None,
-                         epsilon: float = 1e-5, rms: bool = False) -> np.ndarray:
+def layer_norm_reference(
+    x: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray | None = None,
+    skip: np.ndarray | None = None,
+    skip_bias: np.ndarray | None = None,
+    epsilon: float = 1e-5,
+    rms: bool = False,
+) -> np.ndarray:
     """float64 numpy reference of layer_norm's first output."""
     s = x.astype(np.float64)
     if skip is not None:

@@ -32,8 +32,10 @@ def set_num_threads(n: int) -> None:
     with _lock:
         if n == _threads and (_pool is not None or n == 1):
             return
-        old, _pool = _pool, (ThreadPoolExecutor(n - 1, thread_name_prefix="onnxexec") if n > 1
-                             else None)
+        old, _pool = (
+            _pool,
+            (ThreadPoolExecutor(n - 1, thread_name_prefix="onnxexec") if n > 1 else None),
+        )
         _threads = n
     if old is not None:
         old.shutdown(wait=False)

@@ -19,9 +19,10 @@ Two paths (`mode`):
 Other types (F16, BF16, Q2_K, Q3_K, IQ4_NL, IQ4_XS) keep their raw bytes and always
 take the float path (dequantized panels + BLAS); F32 weights multiply directly.
 
-Weights of one type and row length can be fused by concatenating their raw bytes
-(rows) before prepare_weight, e.g. Q, K and V: one call and one thread-pool wake-up
-instead of three, with the outputs side by side in y.
+Weights of one type and row length can be fused (`fuse_rows`), e.g. Q, K and V: one
+call and one thread-pool wake-up instead of three, with the outputs side by side in y;
+the parts become views of the fused arrays (no second copy). `quantize_act` +
+`qmatmul_q` let several matmuls share one quantized activation.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any, Final
 import numpy as np
 
 from onnxexec.kernels import qtypes as q
+from onnxexec.kernels.actquant import quantize_act
 from onnxexec.kernels.dequant import SUPPORTED_TYPES, block_geometry, dequantize, dequantize_into
 from onnxexec.kernels.lanes import LANES, pick
 from onnxexec.kernels.qlayout import nib_layout, q6_k_layout, q8_0_layout
@@ -57,13 +59,16 @@ class QWeight:
     """A (N, K) weight ready for qmatmul/qembedding. `layout` names the array set:
     "nib" / "q8_0" / "q6_k" (lanes layouts), "raw" (GGUF bytes), "f32" (a float view).
     `args` are the lanes kernels' leading arguments, gathered once (decode calls
-    qmatmul hundreds of times per token)."""
+    qmatmul hundreds of times per token). A part of a `fuse_rows` weight has `parent`
+    set and its rows at output columns [col0, col0 + N) of the parent's product."""
 
     ggml_type: int
     shape: tuple[int, int]
     layout: str
     arrays: dict[str, Any] = field(repr=False)
     args: tuple[Any, ...] = field(default=(), repr=False)
+    parent: QWeight | None = field(default=None, repr=False)
+    col0: int = 0
 
     @property
     def nbytes(self) -> int:
@@ -135,13 +140,99 @@ def qmatmul(
     if t_rows == 0:
         return out
     if w.args and (mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)):
+        xq, xst = quantize_act(x)
         kern, n_chunks = pick(_QMV[w.layout], t_rows * n * k)
-        kern(*w.args, x, out, n_chunks)
+        kern(*w.args, xq, xst, out, n_chunks)
     elif w.layout == "f32":
         np.matmul(x, w.arrays["w"].T, out=out)
     else:
         _float_matmul(x, w, out)
     return out
+
+
+def int8_path(w: QWeight, t_rows: int, mode: str) -> bool:
+    """True when qmatmul(x, w, mode=mode) with t_rows rows quantizes the activations."""
+    return bool(w.args) and (mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T))
+
+
+def qmatmul_q(xq: np.ndarray, xst: np.ndarray, w: QWeight, out: np.ndarray) -> np.ndarray:
+    """The int8 path of qmatmul from already quantized activations (quantize_act(x)):
+    out (T, N) f32, C-contiguous, equals qmatmul(x, w, mode="int8") bit for bit."""
+    n, k = w.shape
+    kern, n_chunks = pick(_QMV[w.layout], xq.shape[0] * n * k)
+    kern(*w.args, xq, xst, out, n_chunks)
+    return out
+
+
+_GROUPED = {  # arrays with one entry per group of LANES rows (the rest are placeholders)
+    "nib": ("qs", "qh", "fsc", "usc"),
+    "q8_0": ("qs", "d"),
+    "q6_k": ("ql", "qh", "sc", "d"),
+}
+
+
+def _grouped_keys(w: QWeight) -> tuple[str, ...]:
+    ng = -(-w.shape[0] // LANES)
+    keys = _GROUPED[w.layout]
+    if w.layout == "nib":  # Q4 types have an empty qh, non-K types a dummy usc
+        keys = tuple(
+            key for key in keys
+            if not (key == "qh" and w.ggml_type not in (q.Q5_0, q.Q5_1, q.Q5_K))
+            and not (key == "usc" and w.ggml_type not in (q.Q4_K, q.Q5_K))
+        )
+    assert all(w.arrays[key].shape[0] == ng for key in keys)
+    return keys
+
+
+def can_fuse_rows(ws: list[QWeight]) -> bool:
+    """True when fuse_rows accepts these weights: one lanes layout, type and row length."""
+    w0 = ws[0]
+    return w0.layout in _GROUPED and all(
+        w.layout == w0.layout and w.ggml_type == w0.ggml_type and w.shape[1] == w0.shape[1]
+        for w in ws
+    )
+
+
+def fuse_rows(ws: list[QWeight]) -> tuple[QWeight, list[QWeight]]:
+    """Stack weights of one type and row length into one (sum N_i', K) weight.
+
+    Each part starts on a LANES boundary (N_i' = N_i rounded up to LANES; a padded
+    row's output is 0). Returns the fused weight and the parts re-made as views of
+    its arrays (with `parent`/`col0` set), so the originals can be dropped. A row's
+    result does not depend on the other rows, so fused products equal the separate
+    ones bit for bit.
+    """
+    if not can_fuse_rows(ws):
+        raise ValueError(f"fuse_rows: weights differ in layout, type or row length: {ws}")
+    w0 = ws[0]
+    keys = _grouped_keys(w0)
+    k = w0.shape[1]
+    arrays = dict(w0.arrays)
+    for key in keys:
+        arrays[key] = np.concatenate([w.arrays[key] for w in ws])
+    ng = arrays[keys[0]].shape[0]
+    fused = _with_arrays(w0, (ng * LANES, k), arrays)
+    parts, g0 = [], 0
+    for w in ws:
+        ngi = -(-w.shape[0] // LANES)
+        view = dict(arrays)
+        for key in keys:
+            view[key] = arrays[key][g0 : g0 + ngi]
+        parts.append(_with_arrays(w, w.shape, view, fused, g0 * LANES))
+        g0 += ngi
+    return fused, parts
+
+
+def _with_arrays(
+    w: QWeight, shape: tuple[int, int], a: dict[str, Any], parent: QWeight | None = None,
+    col0: int = 0,
+) -> QWeight:
+    order = {
+        "nib": ("qs", "qh", "fsc", "usc", "kind", "off"),
+        "q8_0": ("qs", "d"),
+        "q6_k": ("ql", "qh", "sc", "d"),
+    }[w.layout]
+    return QWeight(w.ggml_type, shape, w.layout, a, tuple(a[key] for key in order), parent, col0)
 
 
 _QMV = {"nib": QMV_NIB, "q8_0": QMV_Q8, "q6_k": QMV_Q6K}

@@ -13,21 +13,19 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels.actquant import quantize_act
 from onnxexec.kernels.lanes import twins
 from onnxexec.kernels.qtypes import QK
 
 
-def _qmv_q8(qs, d, x, out, n_chunks):
-    """out (T, N) = x (T, K) f32 @ W^T, x quantized to int8 blocks first (actquant).
+def _qmv_q8(qs, d, xq, xst, out, n_chunks):
+    """out (T, N) = x @ W^T from x in int8 blocks: xq, xst = actquant.quantize_act(x).
 
     Pairs of products (|q x| <= 128 * 127) are summed in int16, then widened into
     int32 block sums: exact.
     """
     ng, n_blocks, _, G = qs.shape
-    T = x.shape[0]
+    T = xq.shape[0]
     N = out.shape[1]
-    xq, xst = quantize_act(x)
     n_chunks = max(1, min(ng, n_chunks))
     for c in nb.prange(n_chunks):  # each chunk owns whole groups = whole rows of out
         s = np.empty(G, np.int32)
@@ -92,16 +90,15 @@ def _deq_q8_rows(qs, d, ids, out):
                 out[i, b * QK + j] = np.float32(qs[g, b, j, ln]) * d[g, b, ln]
 
 
-def _qmv_q6k(ql, qh, sc, d, x, out, n_chunks):
-    """out (T, N) = x (T, K) f32 @ W^T, x quantized to int8 blocks first (actquant).
+def _qmv_q6k(ql, qh, sc, d, xq, xst, out, n_chunks):
+    """out (T, N) = x @ W^T from x in int8 blocks: xq, xst = actquant.quantize_act(x).
 
     Values j, j+8, j+16, j+24 of a block go to four int16 sums of 8 products each
     (|(q - 32) x| <= 32 * 127): exact; the two 16-value halves have their own scale.
     """
     ng, n_blocks, _, G = ql.shape
-    T = x.shape[0]
+    T = xq.shape[0]
     N = out.shape[1]
-    xq, xst = quantize_act(x)
     n_chunks = max(1, min(ng, n_chunks))
     for c in nb.prange(n_chunks):  # each chunk owns whole groups = whole rows of out
         sa = np.empty(G, np.int16)

@@ -13,6 +13,7 @@ from onnxexec.errors import ModelLoadError
 from onnxexec.kernels.dequant import dequantize
 from onnxexec.kernels.qmatmul import prepare_weight
 from onnxexec.llm.config import ModelConfig, config_from_metadata
+from onnxexec.llm.fusion import fuse_graph, fuse_weights
 from onnxexec.llm.graph import GraphOptions, build_llm_graph
 from onnxexec.loaders.ggml_types import GGMLType
 from onnxexec.loaders.gguf_reader import GGUFFile, GGUFTensor, read_gguf
@@ -70,7 +71,8 @@ class LLM:
         self.n_batch = n_batch
         self.options = options or GraphOptions()
         self.weights = {name: prepare_tensor(t) for name, t in self.gguf.tensors.items()}
-        self.tokenizer = load_tokenizer(self.path)
+        fuse_weights(self.weights, c.n_layer)  # Q|K|V, gate|up stacked (views; exact)
+        self.tokenizer = load_tokenizer(md)
         self._plans: dict[bool, GraphPlan] = {}
         shape = (self.n_ctx, c.n_head_kv, c.head_dim)
         self.k_cache = [np.zeros(shape, np.float32) for _ in range(c.n_layer)]
@@ -96,7 +98,7 @@ class LLM:
         if last_only not in self._plans:
             g = build_llm_graph(self.config, self.weights, n_ctx=self.n_ctx, last_only=last_only,
                                 name=os.path.basename(self.path), options=self.options)
-            self._plans[last_only] = plan_graph(g)
+            self._plans[last_only] = plan_graph(fuse_graph(g))  # layer-sized ops, exact
         return self._plans[last_only]
 
     @property

@@ -1,10 +1,11 @@
 """Perplexity as llama.cpp's llama-perplexity computes it (tools/perplexity).
 
-The text is tokenized once (with BOS when the model adds one), cut into chunks of
-n_ctx tokens; each chunk is evaluated from an empty cache with its first token
-replaced by BOS (when the vocabulary adds BOS), and only the second half of each
-chunk is scored: the tokens at positions n_ctx/2 .. n_ctx-1, each predicted from
-the logits of the position before it.
+The text is tokenized once (with BOS when the model adds one); at least 2*n_ctx
+tokens are required. It is cut into chunks of n_ctx tokens; each chunk is evaluated
+from an empty cache with its first token replaced by BOS (when the vocabulary adds
+BOS), and only the second half of each chunk is scored: the tokens at positions
+n_ctx/2 + 1 .. n_ctx-1, each predicted from the logits of the position before it
+(perplexity.cpp: process_logits over n_ctx - 1 - first tokens from `first`).
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ def perplexity(llm: LLM, text: str, n_ctx: int = 512,
     tok = llm.tokenizer
     ids = tok.encode(text, add_special=True, parse_special=False)
     n_chunks = len(ids) // n_ctx
-    if n_chunks == 0:
-        raise ValueError(f"text has {len(ids)} tokens; need at least {n_ctx} (one chunk)")
+    if len(ids) < 2 * n_ctx:
+        raise ValueError(f"text has {len(ids)} tokens; need at least {2 * n_ctx} "
+                         f"(2 * ctx, as llama-perplexity)")
     nll_sum, count = 0.0, 0
     for res in _chunks(llm, ids, n_ctx, n_chunks):
         nll_sum += res.nll_sum
@@ -66,6 +68,6 @@ def _chunks(llm: LLM, ids: list[int], n_ctx: int, n_chunks: int) -> Iterator[Chu
             chunk = [llm.tokenizer.bos_id, *chunk[1:]]
         llm.reset()
         logits = llm.eval(chunk, all_logits=True)
-        targets = np.asarray(chunk[first:], dtype=np.int64)
-        lp = _log_softmax_at(logits[first - 1:n_ctx - 1], targets)
+        targets = np.asarray(chunk[first + 1:], dtype=np.int64)
+        lp = _log_softmax_at(logits[first:n_ctx - 1], targets)
         yield ChunkResult(i, float(-lp.sum()), len(targets))

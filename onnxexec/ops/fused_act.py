@@ -12,8 +12,9 @@ F32 = np.dtype(np.float32)
 
 
 @op("FusedGelu", 1, domain="onnxexec")
-def fused_gelu(x: np.ndarray, bias: np.ndarray | None = None, *,
-               approximate: str = "none") -> np.ndarray:
+def fused_gelu(
+    x: np.ndarray, bias: np.ndarray | None = None, *, approximate: str = "none"
+) -> np.ndarray:
     """Gelu(X + bias); approximate 'none' (erf) or 'tanh'; bias (D,) on the last axis."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"FusedGelu: approximate must be 'none' or 'tanh', got {approximate!r}")

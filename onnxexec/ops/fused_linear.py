@@ -34,16 +34,30 @@ def activate(y: np.ndarray, activation: str, alpha: float, beta: float) -> np.nd
     if code == 0:
         return y
     if y.dtype == F32 and y.flags.c_contiguous and y.size:
-        epilogue(y.reshape(-1, y.shape[-1]) if y.ndim else y.reshape(1, 1), 0,
-                 y.shape[-1] if y.ndim else 1, None, code, alpha, beta)
+        epilogue(
+            y.reshape(-1, y.shape[-1]) if y.ndim else y.reshape(1, 1),
+            0,
+            y.shape[-1] if y.ndim else 1,
+            None,
+            code,
+            alpha,
+            beta,
+        )
         return y
     return epilogue_reference(y, None, code, alpha, beta)
 
 
 @op("FusedMatMul", 1, domain=D)
-def fused_matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None, *,
-                 transB: int = 0, activation: str = "", alpha: float = 0.0,
-                 beta: float = 0.0) -> np.ndarray:
+def fused_matmul(
+    a: np.ndarray,
+    b: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    transB: int = 0,
+    activation: str = "",
+    alpha: float = 0.0,
+    beta: float = 0.0,
+) -> np.ndarray:
     """act(A @ B' + bias): numpy matmul broadcasting, B' = B or (transB) B with its last
     two axes swapped, bias broadcast along the last axis."""
     w = np.swapaxes(b, -1, -2) if transB else b
@@ -78,10 +92,27 @@ def fused_conv(
 ) -> np.ndarray:
     """act(Conv(X, W, B)) with Conv's attributes: X (N, C, D...), W (M, C/group, K...)."""
     g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
-    if x.ndim == 4 and x.dtype == F32 and w.dtype == F32 and x.shape[1] == w.shape[1] * group \
-            and w.shape[0] % group == 0 and (b is None or b.dtype == F32):
-        return conv2d(x, w, b, g.strides, g.pads_begin, g.dilations, group, g.out,
-                      _code(activation), alpha, beta)
+    if (
+        x.ndim == 4
+        and x.dtype == F32
+        and w.dtype == F32
+        and x.shape[1] == w.shape[1] * group
+        and w.shape[0] % group == 0
+        and (b is None or b.dtype == F32)
+    ):
+        return conv2d(
+            x,
+            w,
+            b,
+            g.strides,
+            g.pads_begin,
+            g.dilations,
+            group,
+            g.out,
+            _code(activation),
+            alpha,
+            beta,
+        )
     y = conv_nd(x, w, b, group=group, g=g, dt=_compute_dtype(x.dtype))
     y = np.ascontiguousarray(y.astype(x.dtype, copy=False))
     return activate(y, activation, alpha, beta)

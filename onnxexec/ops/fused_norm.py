@@ -28,17 +28,28 @@ def _norm(x, scale, bias, skip, skip_bias, epsilon, rms, outputs_used):
 
 
 @op("FusedLayerNorm", 1, domain=D, wants=("outputs_used",))
-def fused_layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None,
-                     skip: np.ndarray | None = None, skip_bias: np.ndarray | None = None, *,
-                     epsilon: float = 1e-5,
-                     outputs_used: tuple[bool, ...] = (True,)) -> tuple:
+def fused_layer_norm(
+    x: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray | None = None,
+    skip: np.ndarray | None = None,
+    skip_bias: np.ndarray | None = None,
+    *,
+    epsilon: float = 1e-5,
+    outputs_used: tuple[bool, ...] = (True,),
+) -> tuple:
     """s = X + skip + skip_bias; Y = (s - mean) / sqrt(var + eps) * scale + bias; (Y, s)."""
     return _norm(x, scale, bias, skip, skip_bias, epsilon, False, outputs_used)
 
 
 @op("FusedRMSNorm", 1, domain=D, wants=("outputs_used",))
-def fused_rms_norm(x: np.ndarray, scale: np.ndarray, skip: np.ndarray | None = None, *,
-                   epsilon: float = 1e-6,
-                   outputs_used: tuple[bool, ...] = (True,)) -> tuple:
+def fused_rms_norm(
+    x: np.ndarray,
+    scale: np.ndarray,
+    skip: np.ndarray | None = None,
+    *,
+    epsilon: float = 1e-6,
+    outputs_used: tuple[bool, ...] = (True,),
+) -> tuple:
     """s = X + skip; Y = s / sqrt(mean(s^2) + eps) * scale; (Y, s)."""
     return _norm(x, scale, None, skip, None, epsilon, True, outputs_used)

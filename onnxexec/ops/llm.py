@@ -15,6 +15,7 @@ import numpy as np
 
 from onnxexec.kernels.attention import kv_attention
 from onnxexec.kernels.ggml_math import gelu_f16_table, rope_cache, rope_rotate, silu_mul
+from onnxexec.kernels.ggml_math import rms_norm as ggml_rms_norm
 from onnxexec.kernels.ggml_math import softcap as softcap_kernel
 from onnxexec.kernels.qmatmul import QWeight, qembedding, qmatmul
 from onnxexec.ops.registry import op
@@ -60,15 +61,7 @@ def rms_norm(x: np.ndarray, w: np.ndarray, *, epsilon: float = 1e-5,
     As ggml_compute_forward_rms_norm_f32: squares in f32 summed in double in index
     order, the mean and 1/sqrt(mean + eps) in f32, then (x * scale) * w.
     """
-    shape = x.shape
-    if group:
-        x = x.reshape(*shape[:-1], shape[-1] // group, group)
-    n = x.shape[-1]
-    sq = np.square(x, dtype=np.float32).astype(np.float64)
-    total = np.cumsum(sq, axis=-1)[..., -1:]  # sequential, as ggml's loop
-    mean = (total / n).astype(np.float32)
-    scale = np.float32(1.0) / np.sqrt(mean + np.float32(epsilon))
-    return ((x * scale) * w).reshape(shape)
+    return ggml_rms_norm(x, w, epsilon, group)
 
 
 @op("RoPE", 1, domain=D)

@@ -17,9 +17,13 @@ import numpy as np
 from onnxexec.ir.graph import Graph, Node, ValueInfo
 
 
-def rebuild(g: Graph, nodes: Iterable[Node], initializers: dict[str, Any] | None = None,
-            value_info: dict[str, ValueInfo] | None = None,
-            opset_imports: dict[str, int] | None = None) -> Graph:
+def rebuild(
+    g: Graph,
+    nodes: Iterable[Node],
+    initializers: dict[str, Any] | None = None,
+    value_info: dict[str, ValueInfo] | None = None,
+    opset_imports: dict[str, int] | None = None,
+) -> Graph:
     """`g` with new nodes (and optionally initializers / value_info / opsets)."""
     return Graph(
         nodes=tuple(nodes),
@@ -196,7 +200,6 @@ class GraphEditor:
         for d, v in self._extra_opsets.items():
             opsets.setdefault(d, v)
         return rebuild(self.g, nodes, self.inits, opset_imports=opsets)
-
 
     def _renamed(self, n: Node) -> Node:
         ins = tuple(self._resolve(i) if i else i for i in n.inputs)

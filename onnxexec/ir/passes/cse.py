@@ -59,8 +59,13 @@ def cse(g: Graph) -> Graph:
         if n.op_type in NONDETERMINISTIC or any(True for _ in n.subgraphs()) or not n.outputs:
             continue
         ins = tuple(canon.get(i, i) for i in n.inputs)
-        key = (n.domain, n.op_type, ins, len(n.outputs),
-               tuple(sorted((k, _attr_key(v)) for k, v in n.attrs.items())))
+        key = (
+            n.domain,
+            n.op_type,
+            ins,
+            len(n.outputs),
+            tuple(sorted((k, _attr_key(v)) for k, v in n.attrs.items())),
+        )
         first = seen.get(key)
         if first is None:
             seen[key] = n

@@ -46,6 +46,9 @@ def fold_batchnorm(g: Graph) -> Graph:
         b2 = ((b0 - mean) * s + beta).astype(w.dtype)
         wn = ed.add_const(f"{conv.inputs[1]}__bn", w2)
         bname = ed.add_const(f"{bn.outputs[0]}__bias", b2)
-        ed.replace([conv, bn], bn, Node("Conv", (conv.inputs[0], wn, bname), bn.outputs[:1],
-                                         conv.attrs, conv.name))
+        ed.replace(
+            [conv, bn],
+            bn,
+            Node("Conv", (conv.inputs[0], wn, bname), bn.outputs[:1], conv.attrs, conv.name),
+        )
     return ed.build() if ed.changed else g

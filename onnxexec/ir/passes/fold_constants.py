@@ -18,10 +18,16 @@ from onnxexec.ir.graph import Graph, Node
 from onnxexec.ir.passes._editor import GraphEditor
 from onnxexec.ops.registry import resolve
 
-NONDETERMINISTIC = frozenset({
-    "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
-    "Bernoulli",
-})
+NONDETERMINISTIC = frozenset(
+    {
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+    }
+)
 # Quantized weights stay quantized: their consumers (or a later fusion) want them so.
 _KEEP = frozenset({"DequantizeLinear", "DynamicQuantizeLinear"})
 _GROWTH_LIMIT = 1 << 20  # bytes a folded result may exceed its inputs by
@@ -63,8 +69,11 @@ def run_node(n: Node, g: Graph, args: list[Any]) -> tuple[np.ndarray, ...] | Non
 
 
 def _foldable(n: Node) -> bool:
-    return (n.op_type not in NONDETERMINISTIC and n.op_type not in _KEEP
-            and not any(True for _ in n.subgraphs()))
+    return (
+        n.op_type not in NONDETERMINISTIC
+        and n.op_type not in _KEEP
+        and not any(True for _ in n.subgraphs())
+    )
 
 
 def fold_constants(g: Graph) -> Graph:

@@ -65,14 +65,18 @@ def fold_shapes(g: Graph) -> Graph:
     facts = infer_shapes(g)
     ed = GraphEditor(g)
     for n in ed.nodes:
-        if n.op_type in NONDETERMINISTIC or n.op_type == "Constant" or any(
-                True for _ in n.subgraphs()):
+        if (
+            n.op_type in NONDETERMINISTIC
+            or n.op_type == "Constant"
+            or any(True for _ in n.subgraphs())
+        ):
             continue
         outs = [facts.get(o) for o in n.outputs if o]
         if outs and all(f is not None for f in outs):
             values = [_known_output(f) for f in outs]
             if all(v is not None for v in values) and not all(
-                    ed.const(i) is not None for i in n.inputs if i):
+                ed.const(i) is not None for i in n.inputs if i
+            ):
                 for o, v in zip((o for o in n.outputs if o), values, strict=True):
                     ed.inits[o] = v
                 ed.remove(n)

@@ -74,8 +74,12 @@ def fuse_activation(g: Graph) -> Graph:
         elif len(users) == 2 and ed.n_uses(y) == 2:
             sig = next((u for u in users if u.op_type == "Sigmoid" and not u.domain), None)
             mul = next((u for u in users if u.op_type == "Mul" and not u.domain), None)
-            if sig is not None and mul is not None and only_consumer(
-                    ed, sig.outputs[0], "Mul") is mul and other_input(mul, y) == sig.outputs[0]:
+            if (
+                sig is not None
+                and mul is not None
+                and only_consumer(ed, sig.outputs[0], "Mul") is mul
+                and other_input(mul, y) == sig.outputs[0]
+            ):
                 found = ("Silu", 0.0, 0.0)
                 pattern = [sig, mul]
         if found is None or not ed.claim([n, *pattern]):
@@ -83,6 +87,7 @@ def fuse_activation(g: Graph) -> Graph:
         anchor = pattern[-1]
         name, alpha, beta = found
         attrs = dict(n.attrs, activation=name, alpha=alpha, beta=beta)
-        ed.replace([n, *pattern], anchor, Node(n.op_type, n.inputs, anchor.outputs[:1], attrs,
-                                               n.name, D))
+        ed.replace(
+            [n, *pattern], anchor, Node(n.op_type, n.inputs, anchor.outputs[:1], attrs, n.name, D)
+        )
     return ed.build() if ed.changed else g

@@ -4,7 +4,8 @@ Forms matched (any association / operand order of the products):
 - erf:  x * 0.5 * (1 + Erf(x / sqrt2))   (or Erf(x * 1/sqrt2))
 - tanh: x * 0.5 * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))   (x^3 as Pow(x, 3)
         or x * x * x)
-- Gelu-20 (approximate none / tanh).
+- Gelu-20 (approximate none / tanh) after a MatMul / Gemm / Conv (+ bias), which the
+  later passes turn into that product's activation.
 Then Add(x, bias) -> FusedGelu becomes FusedGelu(x, bias) when bias is a constant on
 the last axis (a MatMul before it is better served by fuse_matmul + fuse_activation,
 which run later and take FusedGelu without bias).
@@ -120,27 +121,60 @@ def _tanh_form(ed: GraphEditor, tanh: Node) -> tuple[str, list[Node], Node] | No
     return None
 
 
+def _joins_product(ed: GraphEditor, gelu: Node) -> bool:
+    """Whether a Gelu-20 node will merge with what computes its input (a product, or a
+    bias Add): a lone Gelu keeps its exact handler rather than the kernel's erf
+    approximation (|error| < 1e-6)."""
+    src = ed.producer_op(gelu.inputs[0], "MatMul", "Gemm", "Add", "Conv")
+    if src is None or src.op_type != "Add":
+        return src is not None
+    return any(
+        ed.producer_op(i, "MatMul", "Gemm") is not None or ed.const(i) is not None
+        for i in src.inputs
+    )
+
+
 def _to_gelu(g: Graph) -> Graph:
     facts = facts_of(g)
     ed = GraphEditor(g)
     for n in ed.nodes:
         if n.domain:
             continue
-        if n.op_type == "Gelu" and is_float32(facts, n.inputs[0]) and ed.claim([n]):
-            ed.replace([n], n, Node("FusedGelu", n.inputs[:1], n.outputs,
-                                    {"approximate": n.attrs.get("approximate", "none")},
-                                    n.name, D))
+        if (
+            n.op_type == "Gelu"
+            and is_float32(facts, n.inputs[0])
+            and _joins_product(ed, n)
+            and ed.claim([n])
+        ):
+            ed.replace(
+                [n],
+                n,
+                Node(
+                    "FusedGelu",
+                    n.inputs[:1],
+                    n.outputs,
+                    {"approximate": n.attrs.get("approximate", "none")},
+                    n.name,
+                    D,
+                ),
+            )
             continue
-        m = _erf_form(ed, n) if n.op_type == "Erf" else (
-            _tanh_form(ed, n) if n.op_type == "Tanh" else None)
+        m = (
+            _erf_form(ed, n)
+            if n.op_type == "Erf"
+            else (_tanh_form(ed, n) if n.op_type == "Tanh" else None)
+        )
         if m is None or not is_float32(facts, m[0]):
             continue
         x, nodes, anchor = m
         if not ed.private(nodes, anchor) or not ed.claim(nodes):
             continue
         approx = "none" if n.op_type == "Erf" else "tanh"
-        ed.replace(nodes, anchor, Node("FusedGelu", (x,), anchor.outputs, {"approximate": approx},
-                                       anchor.name, D))
+        ed.replace(
+            nodes,
+            anchor,
+            Node("FusedGelu", (x,), anchor.outputs, {"approximate": approx}, anchor.name, D),
+        )
     if ed.changed:
         ed.use_domain(D)
     return ed.build() if ed.changed else g

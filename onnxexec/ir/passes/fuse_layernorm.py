@@ -53,8 +53,9 @@ def _square_of(ed: GraphEditor, name: str) -> tuple[str, Node] | None:
     return (n.inputs[0], n) if s is not None and s[0] == n.inputs[0] and close(s[1], 2.0) else None
 
 
-def _inv_std(ed: GraphEditor, facts, var_mean: Node,
-             d: str) -> tuple[list[Node], Node, float] | None:
+def _inv_std(
+    ed: GraphEditor, facts, var_mean: Node, d: str
+) -> tuple[list[Node], Node, float] | None:
     """From ReduceMean(d^2): Add(eps) -> Sqrt, then the node computing d / sqrt(...)."""
     add = only_consumer(ed, var_mean.outputs[0], "Add")
     s = scalar_operand(ed, add) if add is not None else None
@@ -81,8 +82,9 @@ def _inv_std(ed: GraphEditor, facts, var_mean: Node,
     return [add, sq, inv, mul], mul, s[1]
 
 
-def _affine(ed: GraphEditor, name: str, width) -> tuple[list[Node], Node | None, str | None,
-                                                        str | None]:
+def _affine(
+    ed: GraphEditor, name: str, width
+) -> tuple[list[Node], Node | None, str | None, str | None]:
     """Optional Mul(scale) then Add(bias) after the normalized value."""
     nodes: list[Node] = []
     scale = bias = None
@@ -90,8 +92,12 @@ def _affine(ed: GraphEditor, name: str, width) -> tuple[list[Node], Node | None,
     mul = only_consumer(ed, name, "Mul")
     if mul is not None:
         c = ed.const(other_input(mul, name) or "")
-        if c is not None and isinstance(width, int) and last_axis_vector(c, width) is not None \
-                and c.ndim <= 1:
+        if (
+            c is not None
+            and isinstance(width, int)
+            and last_axis_vector(c, width) is not None
+            and c.ndim <= 1
+        ):
             nodes.append(mul)
             scale, last, name = other_input(mul, name), mul, mul.outputs[0]
     add = only_consumer(ed, name, "Add")

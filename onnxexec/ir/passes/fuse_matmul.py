@@ -53,8 +53,7 @@ def _gemm(ed: GraphEditor, n: Node, facts) -> Node | None:
             ins.append(ed.add_const(f"{n.inputs[2]}__bias", np.ascontiguousarray(vec)))
         else:
             ins.append(n.inputs[2])
-    return Node("FusedMatMul", tuple(ins), n.outputs, {"transB": a.get("transB", 0)},
-                n.name, D)
+    return Node("FusedMatMul", tuple(ins), n.outputs, {"transB": a.get("transB", 0)}, n.name, D)
 
 
 def fuse_matmul(g: Graph) -> Graph:
@@ -75,10 +74,16 @@ def fuse_matmul(g: Graph) -> Graph:
         bias = _bias_for(ed, n, add, facts) if add is not None else None
         if add is not None and bias is not None and ed.claim([add]):
             other = add.inputs[1] if add.inputs[0] == n.outputs[0] else add.inputs[0]
-            name = other if ed.const(other).ndim == 1 else ed.add_const(
-                f"{n.outputs[0]}__bias", np.ascontiguousarray(bias))
-            ed.replace([n, add], add, Node("FusedMatMul", (*n.inputs, name), add.outputs, {},
-                                           add.name or n.name, D))
+            name = (
+                other
+                if ed.const(other).ndim == 1
+                else ed.add_const(f"{n.outputs[0]}__bias", np.ascontiguousarray(bias))
+            )
+            ed.replace(
+                [n, add],
+                add,
+                Node("FusedMatMul", (*n.inputs, name), add.outputs, {}, add.name or n.name, D),
+            )
         else:
             ed.replace([n], n, Node("FusedMatMul", n.inputs, n.outputs, {}, n.name, D))
     if ed.changed:

@@ -23,6 +23,7 @@ from onnxexec.ir.passes.eliminate import eliminate_dead, eliminate_noops
 from onnxexec.ir.passes.fold_constants import fold_constants
 from onnxexec.ir.passes.fold_shapes import fold_shapes
 from onnxexec.ir.passes.inline_functions import inline_functions
+from onnxexec.ir.passes.lower_gradient import lower_gradient
 
 log = logging.getLogger("onnxexec")
 
@@ -63,7 +64,9 @@ def optimize(g: Graph, level: int = ENABLE_ALL) -> Graph:
     level = int(level)
     if level <= DISABLE_ALL:
         return g
-    g = inline_functions(g)
+    # Gradient nodes name values of this graph: cut their forward slice out first, so
+    # the rewrites below cannot rename or fuse what the derivative rules read.
+    g = lower_gradient(inline_functions(g))
     try:
         g = _run(g, BASIC, 4)
         if level >= ENABLE_EXTENDED:

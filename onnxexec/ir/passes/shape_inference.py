@@ -112,6 +112,5 @@ def infer_shapes(g: Graph, outer: dict[str, Facts] | None = None) -> dict[str, F
 
 
 # Import the rule modules for their registrations (after RULES exists).
-from onnxexec.ir.passes import shape_rules as _shape_rules  # noqa: E402
 
-__all__ = ["RULES", "UNKNOWN", "Facts", "_shape_rules", "const_facts", "infer_shapes", "rule"]
+__all__ = ["RULES", "UNKNOWN", "Facts", "const_facts", "infer_shapes", "rule"]

@@ -9,7 +9,7 @@ from onnx import TensorProto
 from onnxexec.ir.dtypes import onnx_dtype
 from onnxexec.ir.graph import Node
 from onnxexec.ir.passes import symdim
-from onnxexec.ir.passes.shape_inference import Facts, rule
+from onnxexec.ir.passes.shape_inference import Facts, const_facts, rule
 from onnxexec.ir.passes.symdim import Dim
 from onnxexec.ops._common import norm_axis
 
@@ -28,42 +28,22 @@ _VARIADIC = "Max Min Sum Mean".split()
 _COMPARE = "Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor".split()
 
 
-def _axes(n: Node, ins: list[Facts], k: int) -> tuple[int, ...] | None:
+_UNKNOWN_AXES = ("?",)
+
+
+def _axes(n: Node, ins: list[Facts], k: int) -> tuple | None:
+    """Axes from the attribute or input k; None when absent, _UNKNOWN_AXES when given
+    by an input whose value is not known here."""
     if "axes" in n.attrs:
         return tuple(n.attrs["axes"])
     if len(ins) > k and n.inputs[k]:
-        return ins[k].ints()
+        v = ins[k].ints()
+        return _UNKNOWN_AXES if v is None else v
     return None
 
 
 @rule(*_UNARY)
 def _unary(n, ins):
-    x = ins[0]
-    return [Facts(x.elem, x.shape)]
-
-
-@rule("FusedGelu", "FusedLayerNorm", "FusedRMSNorm", "FusedElementwise", domain="onnxexec")
-def _like_first(n, ins):
-    x = ins[0]
-    return [Facts(x.elem, x.shape) for _ in n.outputs]
-
-
-@rule("FusedAttention", domain="onnxexec")
-def _fused_attention(n, ins):
-    q, v = ins[0], ins[2]
-    if q.shape is None or v.shape is None:
-        return [Facts(q.elem)]
-    return [Facts(q.elem, (*q.shape[:3], v.shape[3]))]
-
-
-@rule("Dropout")
-def _dropout(n, ins):
-    x = ins[0]
-    return [Facts(x.elem, x.shape), Facts(BOOL, x.shape)]
-
-
-@rule("LayerNormalization", "BatchNormalization", "GroupNormalization", "RMSNormalization")
-def _norm(n, ins):
     x = ins[0]
     return [Facts(x.elem, x.shape)]
 
@@ -106,8 +86,12 @@ def _binary(n, ins):
     if a.shape is not None and b.shape is not None:
         shape = a.shape if n.op_type == "PRelu" else symdim.broadcast_shapes(a.shape, b.shape)
     sym = None
-    if n.op_type in ("Add", "Sub", "Mul", "Div") and a.elem == INT64 and shape is not None \
-            and len(shape) <= 1:
+    if (
+        n.op_type in ("Add", "Sub", "Mul", "Div")
+        and a.elem == INT64
+        and shape is not None
+        and len(shape) <= 1
+    ):
         sym = _arith_sym(n.op_type, a, b)
     return [Facts(a.elem, shape, sym)]
 
@@ -236,7 +220,7 @@ def _gather_nd(n, ins):
 def _unsqueeze(n, ins):
     x = ins[0]
     axes = _axes(n, ins, 1)
-    if x.shape is None or axes is None:
+    if x.shape is None or axes is None or axes is _UNKNOWN_AXES:
         return [Facts(x.elem)]
     r = len(x.shape) + len(axes)
     ax = sorted(norm_axis(a, r) for a in axes)
@@ -250,7 +234,7 @@ def _unsqueeze(n, ins):
 def _squeeze(n, ins):
     x = ins[0]
     axes = _axes(n, ins, 1)
-    if x.shape is None:
+    if x.shape is None or axes is _UNKNOWN_AXES:
         return [Facts(x.elem)]
     if axes is None:
         if not symdim.is_static(x.shape):
@@ -273,7 +257,7 @@ def _concat(n, ins):
     for f in ins:
         d = f.shape[a]
         total = total + d if isinstance(total, int) and isinstance(d, int) else symdim.fresh()
-    shape = (*ins[0].shape[:a], total, *ins[0].shape[a + 1:])
+    shape = (*ins[0].shape[:a], total, *ins[0].shape[a + 1 :])
     sym = None
     if r == 1 and all(f.sym is not None for f in ins):
         sym = tuple(d for f in ins for d in f.sym)
@@ -281,8 +265,9 @@ def _concat(n, ins):
     return [Facts(ins[0].elem, shape, sym)]
 
 
-def reshape_target(in_shape: tuple[Dim, ...] | None, target: tuple[Dim, ...],
-                   allowzero: int = 0) -> tuple[Dim, ...] | None:
+def reshape_target(
+    in_shape: tuple[Dim, ...] | None, target: tuple[Dim, ...], allowzero: int = 0
+) -> tuple[Dim, ...] | None:
     """Output shape of Reshape (0 copies the input dim unless allowzero, -1 is inferred)."""
     out: list[Dim | None] = []
     for i, d in enumerate(target):
@@ -335,43 +320,6 @@ def _transpose(n, ins):
     return [Facts(x.elem, tuple(x.shape[p] for p in perm))]
 
 
-def _matmul_shape(a: tuple[Dim, ...] | None, b: tuple[Dim, ...] | None):
-    if a is None or b is None or not a or not b:
-        return None
-    a2 = (1, *a) if len(a) == 1 else a
-    b2 = (*b, 1) if len(b) == 1 else b
-    batch = symdim.broadcast_shapes(a2[:-2], b2[:-2])
-    out = (*batch, a2[-2], b2[-1])
-    if len(a) == 1:
-        out = out[:-2] + out[-1:]
-    if len(b) == 1:
-        out = out[:-1]
-    return out
-
-
-@rule("MatMul")
-def _matmul(n, ins):
-    return [Facts(ins[0].elem, _matmul_shape(ins[0].shape, ins[1].shape))]
-
-
-@rule("FusedMatMul", domain="onnxexec")
-def _fused_matmul(n, ins):
-    b = ins[1].shape
-    if b is not None and n.attrs.get("transB", 0):
-        b = (*b[:-2], b[-1], b[-2])
-    return [Facts(ins[0].elem, _matmul_shape(ins[0].shape, b))]
-
-
-@rule("Gemm")
-def _gemm(n, ins):
-    a, b = ins[0].shape, ins[1].shape
-    if a is None or b is None:
-        return [Facts(ins[0].elem)]
-    m = a[1] if n.attrs.get("transA", 0) else a[0]
-    k = b[0] if n.attrs.get("transB", 0) else b[1]
-    return [Facts(ins[0].elem, (m, k))]
-
-
 def _slice_dim(d: Dim, start: Dim, end: Dim, step: int) -> Dim:
     if isinstance(d, int) and isinstance(start, int) and isinstance(end, int):
         return len(range(*slice(start, end, step).indices(d)))
@@ -391,13 +339,13 @@ def _slice(n, ins):
     x = ins[0]
     if "starts" in n.attrs:
         starts, ends = n.attrs["starts"], n.attrs["ends"]
-        axes, steps = n.attrs.get("axes"), None
+        axes, steps = tuple(n.attrs.get("axes", ())), ()
     else:
         starts, ends = _slice_args(ins[1]), _slice_args(ins[2])
-        axes = ins[3].ints() if len(ins) > 3 and n.inputs[3] else None
-        steps = ins[4].ints() if len(ins) > 4 and n.inputs[4] else None
-    if x.shape is None or starts is None or ends is None:
-        return [Facts(x.elem)]
+        axes = ins[3].ints() if len(ins) > 3 and n.inputs[3] else ()
+        steps = ins[4].ints() if len(ins) > 4 and n.inputs[4] else ()
+    if x.shape is None or starts is None or ends is None or axes is None or steps is None:
+        return [Facts(x.elem)]  # (an axes / steps input whose value is unknown: None)
     r = len(x.shape)
     axes = axes or tuple(range(len(starts)))
     steps = steps or (1,) * len(starts)
@@ -429,8 +377,14 @@ def _constant_of_shape(n, ins):
     s = ins[0]
     target = s.sym if s.sym is not None else s.ints()
     sym = None
-    if target is not None and len(target) == 1 and isinstance(target[0], int) \
-            and target[0] <= 64 and isinstance(v, np.ndarray) and v.dtype.kind in "iub":
+    if (
+        target is not None
+        and len(target) == 1
+        and isinstance(target[0], int)
+        and target[0] <= 64
+        and isinstance(v, np.ndarray)
+        and v.dtype.kind in "iub"
+    ):
         sym = (int(v.reshape(-1)[0]),) * target[0]
     return [Facts(elem, None if target is None else tuple(target), sym)]
 
@@ -450,88 +404,35 @@ def _range(n, ins):
 def _split(n, ins):
     x = ins[0]
     k = len(n.outputs)
+    unknown = [Facts(x.elem)] * k
     if x.shape is None:
-        return [Facts(x.elem)] * k
+        return unknown
     a = norm_axis(n.attrs.get("axis", 0), len(x.shape))
     sizes = n.attrs.get("split")
     if sizes is None and len(ins) > 1 and n.inputs[1]:
         sizes = ins[1].ints()
+        if sizes is None:
+            return unknown  # run-time split sizes
     d = x.shape[a]
     if sizes is None:
         if not isinstance(d, int):
-            return [Facts(x.elem)] * k
+            return unknown
         part = -(-d // k)
         sizes = [min(part, d - i * part) for i in range(k)]
-    return [Facts(x.elem, (*x.shape[:a], s, *x.shape[a + 1:])) for s in sizes]
+    if len(sizes) != k:
+        return unknown
+    return [Facts(x.elem, (*x.shape[:a], s, *x.shape[a + 1 :])) for s in sizes]
 
 
-_REDUCE = ("ReduceMean ReduceSum ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 "
-           "ReduceLogSum ReduceLogSumExp ReduceSumSquare").split()
-
-
-@rule(*_REDUCE)
-def _reduce(n, ins):
-    x = ins[0]
-    axes = _axes(n, ins, 1)
-    keep = n.attrs.get("keepdims", 1)
-    if x.shape is None:
-        return [Facts(x.elem)]
-    r = len(x.shape)
-    if not axes:
-        if n.attrs.get("noop_with_empty_axes", 0):
-            return [Facts(x.elem, x.shape)]
-        ax = set(range(r))
-    else:
-        ax = {norm_axis(a, r) for a in axes}
-    shape = tuple(1 if i in ax else d for i, d in enumerate(x.shape) if keep or i not in ax)
-    return [Facts(x.elem, shape)]
-
-
-@rule("ArgMax", "ArgMin")
-def _arg(n, ins):
-    x = ins[0]
-    if x.shape is None:
-        return [Facts(INT64)]
-    a = norm_axis(n.attrs.get("axis", 0), len(x.shape))
-    keep = n.attrs.get("keepdims", 1)
-    shape = tuple(1 if i == a else d for i, d in enumerate(x.shape) if keep or i != a)
-    return [Facts(INT64, shape)]
-
-
-@rule("GlobalAveragePool", "GlobalMaxPool")
-def _global_pool(n, ins):
-    x = ins[0]
-    if x.shape is None:
-        return [Facts(x.elem)]
-    return [Facts(x.elem, x.shape[:2] + (1,) * (len(x.shape) - 2))]
-
-
-@rule("Conv", "MaxPool", "AveragePool")
-@rule("FusedConv", domain="onnxexec")
-def _window(n, ins):
-    x = ins[0]
-    if x.shape is None or n.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        return [Facts(x.elem)]
-    nd = len(x.shape) - 2
-    if n.op_type in ("Conv", "FusedConv"):
-        w = ins[1].shape
-        if w is None:
-            return [Facts(x.elem)]
-        kernel, c_out = w[2:], w[0]
-    else:
-        kernel, c_out = n.attrs["kernel_shape"], x.shape[1]
-    strides = n.attrs.get("strides") or (1,) * nd
-    dil = n.attrs.get("dilations") or (1,) * nd
-    pads = n.attrs.get("pads") or (0,) * (2 * nd)
-    if n.attrs.get("auto_pad", "NOTSET") == "VALID":
-        pads = (0,) * (2 * nd)
-    ceil = n.attrs.get("ceil_mode", 0)
-    out: list[Dim] = []
-    for i in range(nd):
-        d, k = x.shape[2 + i], kernel[i]
-        if not isinstance(d, int) or not isinstance(k, int):
-            out.append(symdim.fresh())
-            continue
-        span = d + pads[i] + pads[i + nd] - dil[i] * (k - 1) - 1
-        out.append((-(-span // strides[i]) if ceil else span // strides[i]) + 1)
-    return [Facts(x.elem, (x.shape[0], c_out, *out))]
+@rule("Constant")
+def _constant(n, ins):
+    v = n.attrs.get("value")
+    if isinstance(v, np.ndarray):
+        return [const_facts(v)]
+    for key, dt in (("value_int", np.int64), ("value_float", np.float32)):
+        if key in n.attrs:
+            return [const_facts(np.array(n.attrs[key], dtype=dt))]
+    for key, dt in (("value_ints", np.int64), ("value_floats", np.float32)):
+        if key in n.attrs:
+            return [const_facts(np.array(n.attrs[key], dtype=dt))]
+    return [Facts()]

@@ -1,0 +1,152 @@
+"""Shape rules for the neural-network ops (products, convolutions, pooling, reductions,
+normalizations) and onnxexec's fused ops; see shape_rules.py for the rest."""
+
+from __future__ import annotations
+
+from onnx import TensorProto
+
+from onnxexec.ir.passes import symdim
+from onnxexec.ir.passes.shape_inference import Facts, rule
+from onnxexec.ir.passes.shape_rules import _UNKNOWN_AXES, _axes
+from onnxexec.ir.passes.symdim import Dim
+from onnxexec.ops._common import norm_axis
+
+BOOL = TensorProto.BOOL
+INT64 = TensorProto.INT64
+
+
+def _matmul_shape(a: tuple[Dim, ...] | None, b: tuple[Dim, ...] | None):
+    if a is None or b is None or not a or not b:
+        return None
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    batch = symdim.broadcast_shapes(a2[:-2], b2[:-2])
+    out = (*batch, a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+_REDUCE = (
+    "ReduceMean ReduceSum ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 "
+    "ReduceLogSum ReduceLogSumExp ReduceSumSquare"
+).split()
+
+
+@rule("FusedGelu", "FusedLayerNorm", "FusedRMSNorm", "FusedElementwise", domain="onnxexec")
+def _like_first(n, ins):
+    x = ins[0]
+    return [Facts(x.elem, x.shape) for _ in n.outputs]
+
+
+@rule("FusedAttention", domain="onnxexec")
+def _fused_attention(n, ins):
+    q, v = ins[0], ins[2]
+    if q.shape is None or v.shape is None:
+        return [Facts(q.elem)]
+    return [Facts(q.elem, (*q.shape[:3], v.shape[3]))]
+
+
+@rule("Dropout")
+def _dropout(n, ins):
+    x = ins[0]
+    return [Facts(x.elem, x.shape), Facts(BOOL, x.shape)]
+
+
+@rule("LayerNormalization", "BatchNormalization", "GroupNormalization", "RMSNormalization")
+def _norm(n, ins):
+    x = ins[0]
+    return [Facts(x.elem, x.shape)]
+
+
+@rule("MatMul")
+def _matmul(n, ins):
+    return [Facts(ins[0].elem, _matmul_shape(ins[0].shape, ins[1].shape))]
+
+
+@rule("FusedMatMul", domain="onnxexec")
+def _fused_matmul(n, ins):
+    b = ins[1].shape
+    if b is not None and n.attrs.get("transB", 0):
+        b = (*b[:-2], b[-1], b[-2])
+    return [Facts(ins[0].elem, _matmul_shape(ins[0].shape, b))]
+
+
+@rule("Gemm")
+def _gemm(n, ins):
+    a, b = ins[0].shape, ins[1].shape
+    if a is None or b is None:
+        return [Facts(ins[0].elem)]
+    m = a[1] if n.attrs.get("transA", 0) else a[0]
+    k = b[0] if n.attrs.get("transB", 0) else b[1]
+    return [Facts(ins[0].elem, (m, k))]
+
+
+@rule(*_REDUCE)
+def _reduce(n, ins):
+    x = ins[0]
+    axes = _axes(n, ins, 1)
+    keep = n.attrs.get("keepdims", 1)
+    if x.shape is None or axes is _UNKNOWN_AXES:
+        return [Facts(x.elem)]
+    r = len(x.shape)
+    if not axes:
+        if n.attrs.get("noop_with_empty_axes", 0):
+            return [Facts(x.elem, x.shape)]
+        ax = set(range(r))
+    else:
+        ax = {norm_axis(a, r) for a in axes}
+    shape = tuple(1 if i in ax else d for i, d in enumerate(x.shape) if keep or i not in ax)
+    return [Facts(x.elem, shape)]
+
+
+@rule("ArgMax", "ArgMin")
+def _arg(n, ins):
+    x = ins[0]
+    if x.shape is None:
+        return [Facts(INT64)]
+    a = norm_axis(n.attrs.get("axis", 0), len(x.shape))
+    keep = n.attrs.get("keepdims", 1)
+    shape = tuple(1 if i == a else d for i, d in enumerate(x.shape) if keep or i != a)
+    return [Facts(INT64, shape)]
+
+
+@rule("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(n, ins):
+    x = ins[0]
+    if x.shape is None:
+        return [Facts(x.elem)]
+    return [Facts(x.elem, x.shape[:2] + (1,) * (len(x.shape) - 2))]
+
+
+@rule("Conv", "MaxPool", "AveragePool")
+@rule("FusedConv", domain="onnxexec")
+def _window(n, ins):
+    x = ins[0]
+    if x.shape is None or n.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        return [Facts(x.elem)]
+    nd = len(x.shape) - 2
+    if n.op_type in ("Conv", "FusedConv"):
+        w = ins[1].shape
+        if w is None:
+            return [Facts(x.elem)]
+        kernel, c_out = w[2:], w[0]
+    else:
+        kernel, c_out = n.attrs["kernel_shape"], x.shape[1]
+    strides = n.attrs.get("strides") or (1,) * nd
+    dil = n.attrs.get("dilations") or (1,) * nd
+    pads = n.attrs.get("pads") or (0,) * (2 * nd)
+    if n.attrs.get("auto_pad", "NOTSET") == "VALID":
+        pads = (0,) * (2 * nd)
+    ceil = n.attrs.get("ceil_mode", 0)
+    out: list[Dim] = []
+    for i in range(nd):
+        d, k = x.shape[2 + i], kernel[i]
+        if not isinstance(d, int) or not isinstance(k, int):
+            out.append(symdim.fresh())
+            continue
+        span = d + pads[i] + pads[i + nd] - dil[i] * (k - 1) - 1
+        out.append((-(-span // strides[i]) if ceil else span // strides[i]) + 1)
+    return [Facts(x.elem, (x.shape[0], c_out, *out))]

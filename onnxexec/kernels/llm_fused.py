@@ -1,0 +1,200 @@
+"""Serial kernels that glue the quantized matmuls of a decoder layer together.
+
+Each one replaces a chain of small ops (and their numpy temporaries, thread-pool
+wake-ups and executor steps) with one call, computing bit for bit what the chain
+computes - the same float32 operations in the same order:
+- `norm_quant`: RMSNorm (ops/llm.py rms_norm: squares in f32 summed in f64 in index
+  order, mean and 1/sqrt in f32, (x * scale) * w), then the int8 activation blocks of
+  actquant.quantize_act.
+- `swiglu_quant`: ggml's SwiGLU (ggml_math.silu_mul) on a fused gate|up product, then
+  quantize_act.
+- `rope_attend_one`: one new token: RoPE of q and k (ggml_math.rope_rotate), k and v
+  rounded to half into the caches, and attention exactly as
+  attention._attend_ggml computes it for T = 1 (ggml_vec_dot_f16 summation order),
+  then quantize_act of the result. The lane loops are laid out so the vectorizer
+  can run them; each accumulator cell still sums its terms in ggml's order.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+from onnxexec.kernels.actquant import quantize_act
+from onnxexec.kernels.fp16 import round_to_f16
+from onnxexec.kernels.ggml_math import _rope_cache, expf, fma32
+
+
+@nb.njit(cache=True, nogil=True)
+def _rms_rows(x, w, eps, h):
+    """h = RMSNorm(x) * w row by row (see the module docstring for the rounding)."""
+    T, n = x.shape
+    for t in range(T):
+        total = 0.0
+        for i in range(n):
+            total += np.float64(np.float32(x[t, i] * x[t, i]))
+        mean = np.float32(total / n)
+        scale = np.float32(1.0) / np.sqrt(np.float32(mean + eps))
+        for i in range(n):
+            h[t, i] = np.float32(x[t, i] * scale) * w[i]
+
+
+@nb.njit(cache=True, nogil=True)
+def norm_quant(x, w, eps, h):
+    """x (T, D) f32, w (D,) -> h = RMSNorm(x) * w into h (T, D); returns quantize_act(h)."""
+    _rms_rows(x, w, eps, h)
+    return quantize_act(h)
+
+
+@nb.njit(cache=True, nogil=True)
+def swiglu_quant(g, u, f):
+    """f = silu(g) * u, all (T, F) f32, as ggml_math.silu_mul rounds it; returns
+    quantize_act(f)."""
+    T, F = f.shape
+    for t in range(T):
+        for i in range(F):
+            v = g[t, i]
+            f[t, i] = np.float32(v / (np.float32(1.0) + expf(np.float32(0.0) - v))) * u[t, i]
+    return quantize_act(f)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _rotate(x, o, cos, sin, head_dim, n_dims, neox, out):
+    """rope_rotate of one head at x[o:o + head_dim] into out[o:...] (one position)."""
+    half = n_dims // 2
+    for d in range(n_dims, head_dim):
+        out[o + d] = x[o + d]
+    for i in range(half):
+        a = o + i if neox else o + 2 * i
+        b = a + half if neox else a + 1
+        c = cos[0, i]
+        s = sin[0, i]
+        x0 = x[a]
+        x1 = x[b]
+        out[a] = fma32(x0, c, -np.float32(x1 * s))
+        out[b] = fma32(x0, s, np.float32(x1 * c))
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _reduce32(acc, c):
+    """GGML_F32x8_REDUCE of 4 x 8 accumulators acc[r, l, c] (attention._reduce_vec_dot)."""
+    t0 = np.float32(
+        np.float32(np.float32(acc[0, 0, c] + acc[2, 0, c]) + np.float32(acc[1, 0, c] + acc[3, 0, c]))
+        + np.float32(np.float32(acc[0, 4, c] + acc[2, 4, c]) + np.float32(acc[1, 4, c] + acc[3, 4, c]))
+    )
+    t1 = np.float32(
+        np.float32(np.float32(acc[0, 1, c] + acc[2, 1, c]) + np.float32(acc[1, 1, c] + acc[3, 1, c]))
+        + np.float32(np.float32(acc[0, 5, c] + acc[2, 5, c]) + np.float32(acc[1, 5, c] + acc[3, 5, c]))
+    )
+    t2 = np.float32(
+        np.float32(np.float32(acc[0, 2, c] + acc[2, 2, c]) + np.float32(acc[1, 2, c] + acc[3, 2, c]))
+        + np.float32(np.float32(acc[0, 6, c] + acc[2, 6, c]) + np.float32(acc[1, 6, c] + acc[3, 6, c]))
+    )
+    t3 = np.float32(
+        np.float32(np.float32(acc[0, 3, c] + acc[2, 3, c]) + np.float32(acc[1, 3, c] + acc[3, 3, c]))
+        + np.float32(np.float32(acc[0, 7, c] + acc[2, 7, c]) + np.float32(acc[1, 7, c] + acc[3, 7, c]))
+    )
+    return np.float32(np.float32(t0 + t1) + np.float32(t2 + t3))
+
+
+@nb.njit(cache=True, nogil=True)
+def rope_attend_one(qkv, q0, k0, v0, k_cache, v_cache, pos, head_dim, n_dims, base,
+                    freq_scale, neox, q_scale, scale, window, softcap, n_kv, a):
+    """One token: q, k, v = qkv[0, q0:], qkv[0, k0:], qkv[0, v0:] (H*Dh, Hkv*Dh, Hkv*Dh
+    wide); RoPE at `pos`, k/v half-rounded into cache row pos, attention over cells
+    [0, pos] into a (1, H*Dh); returns quantize_act(a). See the module docstring.
+    """
+    C, Hkv, Dh = k_cache.shape
+    H = a.shape[1] // Dh
+    group = H // Hkv
+    x = qkv[0]
+    cos = np.empty((1, n_dims // 2), np.float32)
+    sin = np.empty((1, n_dims // 2), np.float32)
+    _rope_cache(pos, 1, n_dims, base, freq_scale, cos, sin)
+    qr = np.empty(H * Dh, np.float32)
+    kr = np.empty(Hkv * Dh, np.float32)
+    for h in range(H):
+        _rotate(x[q0:], h * Dh, cos, sin, head_dim, n_dims, neox, qr)
+    for h in range(Hkv):
+        _rotate(x[k0:], h * Dh, cos, sin, head_dim, n_dims, neox, kr)
+    for h in range(Hkv):
+        for d in range(Dh):
+            k_cache[pos, h, d] = round_to_f16(kr[h * Dh + d])
+            v_cache[pos, h, d] = round_to_f16(x[v0 + h * Dh + d])
+    p = pos
+    lo = p - window + 1 if window > 0 and p - window + 1 > 0 else 0
+    n32 = n_kv & ~31
+    d32 = Dh & ~31
+    qv = np.empty(Dh, np.float32)
+    w = np.empty(p + 1, np.float32)
+    acc = np.empty(32, np.float32)
+    e = np.empty(8, np.float32)
+    acc2 = np.empty((4, 8, Dh), np.float32)
+    inv_cap = np.float32(1.0 / softcap) if softcap > 0.0 else np.float32(0.0)
+    for h in range(H):
+        hk = h // group
+        qo = h * Dh
+        for d in range(Dh):
+            qq = qr[qo + d]
+            if q_scale != 1.0:
+                qq = qq * q_scale
+            qv[d] = round_to_f16(qq)
+        m = np.float32(-np.inf)
+        for j in range(lo, p + 1):
+            for c in range(32):
+                acc[c] = 0.0
+            for d0 in range(0, d32, 32):
+                for c in range(32):
+                    acc[c] += k_cache[j, hk, d0 + c] * qv[d0 + c]
+            r0 = np.float32(np.float32(acc[0] + acc[16]) + np.float32(acc[8] + acc[24]))
+            r4 = np.float32(np.float32(acc[4] + acc[20]) + np.float32(acc[12] + acc[28]))
+            r1 = np.float32(np.float32(acc[1] + acc[17]) + np.float32(acc[9] + acc[25]))
+            r5 = np.float32(np.float32(acc[5] + acc[21]) + np.float32(acc[13] + acc[29]))
+            r2 = np.float32(np.float32(acc[2] + acc[18]) + np.float32(acc[10] + acc[26]))
+            r6 = np.float32(np.float32(acc[6] + acc[22]) + np.float32(acc[14] + acc[30]))
+            r3 = np.float32(np.float32(acc[3] + acc[19]) + np.float32(acc[11] + acc[27]))
+            r7 = np.float32(np.float32(acc[7] + acc[23]) + np.float32(acc[15] + acc[31]))
+            t0 = np.float32(r0 + r4)
+            t1 = np.float32(r1 + r5)
+            t2 = np.float32(r2 + r6)
+            t3 = np.float32(r3 + r7)
+            s64 = np.float64(np.float32(np.float32(t0 + t1) + np.float32(t2 + t3)))
+            for d in range(d32, Dh):
+                s64 += np.float64(np.float32(k_cache[j, hk, d] * qv[d]))
+            s = np.float32(s64)
+            if softcap > 0.0:
+                s = np.float32(softcap * math.tanh(np.float32(s * inv_cap)))
+            s = np.float32(s * scale)
+            w[j] = s
+            m = max(m, s)
+        total = 0.0
+        for c0 in range(lo // 8 * 8, p + 1, 8):
+            for i in range(8):
+                j = c0 + i
+                e[i] = 0.0
+                if lo <= j <= p:
+                    e[i] = expf(np.float32(w[j] - m))
+                    w[j] = e[i]
+            a0 = np.float32(e[0] + e[4])
+            a1 = np.float32(e[1] + e[5])
+            a2 = np.float32(e[2] + e[6])
+            a3 = np.float32(e[3] + e[7])
+            total += np.float64(np.float32(np.float32(a0 + a2) + np.float32(a1 + a3)))
+        inv = np.float32(1.0 / total)
+        for j in range(lo, p + 1):
+            w[j] = round_to_f16(np.float32(w[j] * inv))
+        acc2[:] = 0.0
+        for j in range(lo, min(p + 1, n32)):
+            wj = w[j]
+            r = (j >> 3) & 3
+            ln = j & 7
+            for d in range(Dh):
+                acc2[r, ln, d] += v_cache[j, hk, d] * wj
+        for d in range(Dh):
+            rr = np.float64(_reduce32(acc2, d))
+            for j in range(max(lo, n32), p + 1):
+                rr += np.float64(np.float32(v_cache[j, hk, d] * w[j]))
+            a[0, qo + d] = np.float32(rr)
+    return quantize_act(a)

@@ -1,0 +1,131 @@
+"""Fused decoder-layer ops ('onnxexec' domain), made by ir/passes/fuse_llm.py from the
+graphs of llm/graph.py. Each computes exactly what the chain it replaces computes
+(ops/llm.py), bit for bit:
+
+  AttnBlock   x + Wo . KVAttention(RoPE(Wq . h), RoPE(Wk . h), Wv . h),  h = RMSNorm(x)
+  FFNBlock    x + Wd . GatedAct(Wg . h, Wu . h),                          h = RMSNorm(x)
+  NormQMatMul W . RMSNorm(x)
+
+Why: one token of a small model is hundreds of tiny ops; fused, a layer is two
+executor steps, the activations are quantized once per matmul input (not once per
+weight), weights fused by qmatmul.fuse_rows (Q|K|V, gate|up) run as one kernel, and
+for T = 1 the glue between the matmuls runs in serial kernels (kernels/llm_fused.py)
+instead of numpy temporaries and thread-pool wake-ups. Prompt processing (T > 1)
+composes the ops/llm.py handlers, around the same fused matmuls.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from onnxexec.kernels.attention import ggml_n_kv
+from onnxexec.kernels.llm_fused import norm_quant, rope_attend_one, swiglu_quant
+from onnxexec.kernels.qmatmul import QWeight, int8_path, qmatmul_q
+from onnxexec.ops.llm import gated_act, kv_attention_op, q_matmul, rms_norm, rope
+from onnxexec.ops.registry import op
+
+D = "onnxexec"
+
+
+def _all_int8(ws: tuple[Any, ...], t_rows: int, mode: str) -> bool:
+    return all(isinstance(w, QWeight) and int8_path(w, t_rows, mode) for w in ws)
+
+
+def _products(h: np.ndarray, quant: tuple | None, ws: tuple[Any, ...],
+              mode: str) -> list[np.ndarray]:
+    """[h @ w^T for w in ws]: int8 from `quant` = quantize_act(h) when given, one kernel
+    per fused parent that two or more of `ws` share; else qmatmul's own path."""
+    if quant is None:
+        return [q_matmul(h, w, mode=mode) for w in ws]
+    xq, xst = quant
+    t_rows = h.shape[0]
+    parents = [w.parent for w in ws]
+    shared = {id(p): p for p in parents if p is not None and parents.count(p) > 1}
+    done: dict[int, np.ndarray] = {}
+    out = []
+    for w in ws:
+        p = w.parent
+        if p is not None and id(p) in shared:
+            if id(p) not in done:
+                done[id(p)] = qmatmul_q(xq, xst, p, np.empty((t_rows, p.shape[0]), np.float32))
+            out.append(done[id(p)][:, w.col0 : w.col0 + w.shape[0]])
+        else:
+            out.append(qmatmul_q(xq, xst, w, np.empty((t_rows, w.shape[0]), np.float32)))
+    return out
+
+
+def _norm(x: np.ndarray, w: np.ndarray, eps: float, ws: tuple[Any, ...],
+          mode: str) -> tuple[np.ndarray, tuple | None]:
+    """h = RMSNorm(x) * w, and quantize_act(h) when every weight takes the int8 path."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if _all_int8(ws, x.shape[0], mode):
+        h = np.empty_like(x)
+        return h, norm_quant(x, w, np.float32(eps), h)
+    return rms_norm(x, w, epsilon=eps), None
+
+
+@op("AttnBlock", 1, domain=D)
+def attn_block(x: np.ndarray, norm_w: np.ndarray, wq: Any, wk: Any, wv: Any, wo: Any,
+               k_cache: np.ndarray, v_cache: np.ndarray, pos: np.ndarray, *,
+               epsilon: float = 1e-5, head_dim: int, n_dims: int = 0,
+               base: float = 10000.0, freq_scale: float = 1.0, style: str = "norm",
+               scale: float = 0.0, q_scale: float = 1.0, window: int = 0,
+               softcap: float = 0.0, kv_f16: int = 0, mode: str = "auto") -> np.ndarray:
+    """Pre-norm attention with its residual: (T, D) f32 -> (T, D) f32. The k/v caches
+    are written in place at rows pos..pos+T-1 (as KVAttention)."""
+    h, quant = _norm(x, norm_w, epsilon, (wq, wk, wv), mode)
+    t_rows = h.shape[0]
+    p = int(pos)
+    nd = n_dims or head_dim
+    sc = scale or 1.0 / math.sqrt(head_dim)
+    if (quant is not None and t_rows == 1 and kv_f16 and style in ("norm", "neox")
+            and _all_int8((wo,), 1, mode) and 0 <= p < k_cache.shape[0]
+            and k_cache.flags.c_contiguous and v_cache.flags.c_contiguous):
+        q, k, v = _products(h, quant, (wq, wk, wv), mode)
+        base_arr = q.base if q.base is not None and q.base.ndim == 2 else None
+        if base_arr is not None and k.base is base_arr and v.base is base_arr:
+            qkv, offs = base_arr, (wq.col0, wk.col0, wv.col0)
+        else:
+            qkv, offs = np.concatenate([q, k, v], axis=1), (0, q.shape[1], q.shape[1] + k.shape[1])
+        a = np.empty((1, q.shape[1]), np.float32)
+        aq = rope_attend_one(
+            qkv, *offs, k_cache, v_cache, p, head_dim, nd, np.float32(base),
+            np.float32(freq_scale), style == "neox", np.float32(q_scale), np.float32(sc),
+            window, np.float32(softcap), ggml_n_kv(p, 1, k_cache.shape[0]), a)
+        o = qmatmul_q(aq[0], aq[1], wo, np.empty((1, wo.shape[0]), np.float32))
+        return x + o
+    q, k, v = _products(h, quant, (wq, wk, wv), mode)
+    rope_kw = dict(head_dim=head_dim, n_dims=n_dims, base=base, freq_scale=freq_scale,
+                   style=style)
+    q = rope(np.ascontiguousarray(q), pos, **rope_kw)
+    k = rope(np.ascontiguousarray(k), pos, **rope_kw)
+    a = kv_attention_op(q, k, np.ascontiguousarray(v), k_cache, v_cache, pos,
+                        head_dim=head_dim, scale=scale, q_scale=q_scale, window=window,
+                        softcap=softcap, kv_f16=kv_f16)
+    return x + q_matmul(a, wo, mode=mode)
+
+
+@op("FFNBlock", 1, domain=D)
+def ffn_block(x: np.ndarray, norm_w: np.ndarray, wg: Any, wu: Any, wd: Any, *,
+              epsilon: float = 1e-5, act: str = "silu", mode: str = "auto") -> np.ndarray:
+    """Pre-norm gated FFN with its residual: (T, D) f32 -> (T, D) f32."""
+    h, quant = _norm(x, norm_w, epsilon, (wg, wu), mode)
+    g, u = _products(h, quant, (wg, wu), mode)
+    if h.shape[0] == 1 and act == "silu_ggml" and _all_int8((wd,), 1, mode):
+        f = np.empty(g.shape, np.float32)
+        fq, fst = swiglu_quant(g, u, f)
+        return x + qmatmul_q(fq, fst, wd, np.empty((1, wd.shape[0]), np.float32))
+    f = gated_act(np.ascontiguousarray(g), np.ascontiguousarray(u), act=act)
+    return x + q_matmul(f, wd, mode=mode)
+
+
+@op("NormQMatMul", 1, domain=D)
+def norm_qmatmul(x: np.ndarray, norm_w: np.ndarray, w: Any, *, epsilon: float = 1e-5,
+                 mode: str = "auto") -> np.ndarray:
+    """RMSNorm then a matmul (the output head): (T, D) f32 -> (T, N) f32."""
+    h, quant = _norm(x, norm_w, epsilon, (w,), mode)
+    return _products(h, quant, (w,), mode)[0]
+

@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import numpy as np
+
+from onnxexec.ir.passes.cse import cse
+from onnxexec.ir.passes.eliminate import eliminate_dead
+from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand
+
+
+def test_duplicates_merged() -> None:
+    g = graph(
+        [
+            node("Mul", ["x", "c1"], ["a"]),
+            node("Mul", ["x", "c2"], ["b"]),  # c2 == c1 by value
+            node("Add", ["a", "b"], ["y"]),
+        ],
+        [("x", [3])],
+        ["y"],
+        {"c1": np.float32([2, 3, 4]), "c2": np.float32([2, 3, 4])},
+    )
+    out = eliminate_dead(cse(g))
+    assert ops(out) == ["Mul", "Add"]
+    assert out.nodes[1].inputs == ("a", "a")
+    assert_same_outputs(g, out, {"x": rand(3)})
+
+
+def test_different_attributes_not_merged() -> None:
+    g = graph(
+        [
+            node("Transpose", ["x"], ["a"], perm=[1, 0]),
+            node("Transpose", ["x"], ["b"], perm=[0, 1]),
+            node("Add", ["a", "b"], ["y"]),
+        ],
+        [("x", [3, 3])],
+        ["y"],
+    )
+    assert cse(g) is g
