@@ -40,9 +40,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from onnxexec.benchmark.gguf_bench import bench_gguf, format_result, to_json
 
-    r = bench_gguf(args.model or default_model(), prompt_len=args.prompt_len,
-                   n_decode=args.n_decode, threads=args.threads, rounds=args.rounds,
-                   memory=not args.no_memory, profile=not args.no_profile)
+    r = bench_gguf(
+        args.model or default_model(),
+        prompt_len=args.prompt_len,
+        n_decode=args.n_decode,
+        threads=args.threads,
+        rounds=args.rounds,
+        memory=not args.no_memory,
+        profile=not args.no_profile,
+    )
     print("\n".join(format_result(r)))
     if args.json:
         args.json.write_text(to_json(r) + "\n")

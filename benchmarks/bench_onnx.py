@@ -42,6 +42,7 @@ class Row:
     rss_ratio: float
     max_abs_diff: float
     rel_diff: float
+    cpu_ratio: float = float("nan")
     error: str = ""
 
 
@@ -81,6 +82,38 @@ def _reference_scale(model: Path) -> float:
     return peak or 1.0
 
 
+def cpu_ratio(model: Path, feed: dict, runs: int, level: int) -> float:
+    """onnxexec / onnxruntime process CPU time per run, both on one thread, interleaved.
+
+    CPU time does not count the time a busy machine keeps a runnable process waiting,
+    so this ratio is far steadier than wall-clock latency on shared machines; it
+    measures the kernels, not the threading.
+    """
+    import time
+
+    import onnxruntime as ort
+
+    import onnxexec
+
+    ours = onnxexec.InferenceSession(
+        str(model), onnxexec.SessionOptions(intra_op_num_threads=1, graph_optimization_level=level)
+    )
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    ref = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    spent = [0.0, 0.0]
+    for _ in range(2):
+        ours.run(None, feed)
+        ref.run(None, feed)
+    for _ in range(runs):
+        for i, s in enumerate((ours, ref)):
+            t = time.process_time()
+            s.run(None, feed)
+            spent[i] += time.process_time() - t
+    return spent[0] / spent[1]
+
+
 def bench_one(model: Path, name: str, exporter: str, args: argparse.Namespace) -> Row:
     from onnxexec.benchmark.onnx_bench import bench_onnx
 
@@ -100,9 +133,12 @@ def bench_one(model: Path, name: str, exporter: str, args: argparse.Namespace) -
         )
     except Exception as e:  # one broken model must not hide the others
         nan = float("nan")
-        return Row(name, exporter, nan, nan, nan, nan, nan, nan, nan, f"{type(e).__name__}: {e}")
+        return Row(
+            name, exporter, nan, nan, nan, nan, nan, nan, nan, error=f"{type(e).__name__}: {e}"
+        )
     ours, ort = r.engines
     diff = max(r.max_abs_diff.values(), default=0.0)
+    cpu = cpu_ratio(model, feed, max(3, args.runs // 2), args.level) if args.cpu else float("nan")
     return Row(
         name,
         exporter,
@@ -113,12 +149,13 @@ def bench_one(model: Path, name: str, exporter: str, args: argparse.Namespace) -
         ours.peak_rss_mb / ort.peak_rss_mb,
         diff,
         diff / _reference_scale(model),
+        cpu,
     )
 
 
 HEAD = (
     f"{'model':<24}{'exporter':<13}{'ort ms':>9}{'ours ms':>9}{'ratio':>7}"
-    f"{'create':>8}{'RSS':>6}{'max|diff|':>11}{'rel':>9}"
+    f"{'create':>8}{'RSS':>6}{'max|diff|':>11}{'rel':>9}{'cpu1':>7}"
 )
 
 
@@ -128,7 +165,7 @@ def format_row(r: Row) -> str:
     return (
         f"{r.model:<24}{r.exporter:<13}{r.ort_ms:>9.2f}{r.ours_ms:>9.2f}{r.ratio:>7.2f}"
         f"{r.create_ratio:>8.2f}{r.rss_ratio:>6.2f}{r.max_abs_diff:>11.2e}"
-        f"{r.rel_diff:>9.1e}"
+        f"{r.rel_diff:>9.1e}{r.cpu_ratio:>7.2f}"
     )
 
 
@@ -163,6 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--level", type=int, default=99, help="onnxexec graph optimization level")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-RSS processes")
+    p.add_argument(
+        "--cpu",
+        action="store_true",
+        help="also the 1-thread CPU-time ratio (steady on busy machines)",
+    )
     p.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = p.parse_args(argv)
     args.runs = args.runs or (5 if args.quick else 20)

@@ -14,6 +14,7 @@ llama.cpp decodes SmolLM2-135M Q4_1 at ~115 tokens/s on 2 threads of this machin
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numba
@@ -117,6 +118,8 @@ def main() -> None:
     if args.threads == 1:
         _clock = time.thread_time
     numba.set_num_threads(args.threads)
+    if os.environ.get("CHUNK"):
+        numba.set_parallel_chunksize(int(os.environ["CHUNK"]))
     with threadpool_limits(args.threads):
         if args.model:
             bench_model(args.model, args.min_time)

@@ -65,8 +65,12 @@ def _pack_scale_min_k4(sc: np.ndarray, mn: np.ndarray) -> np.ndarray:
     return out
 
 
-def _min_max_blocks(x: np.ndarray, sub: int, n_levels: int, scale_bits: int,
-                    ) -> tuple[np.ndarray, ...]:
+def _min_max_blocks(
+    x: np.ndarray,
+    sub: int,
+    n_levels: int,
+    scale_bits: int,
+) -> tuple[np.ndarray, ...]:
     """Asymmetric quantization value = (d*sc)*q - (dmin*m) with q in [0, n_levels).
 
     x (n, 256) -> d, dmin (n,) half-rounded f32, sc, m (n, 256/sub) ints, q (n, 256) ints.
@@ -88,8 +92,12 @@ def _min_max_blocks(x: np.ndarray, sub: int, n_levels: int, scale_bits: int,
     return d, dmin, sc, m, q.reshape(n, QK_K)
 
 
-def _abs_max_blocks(x: np.ndarray, sub: int, q_lo: int, scale_max: int,
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _abs_max_blocks(
+    x: np.ndarray,
+    sub: int,
+    q_lo: int,
+    scale_max: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Symmetric value = (d*sc)*q, q in [q_lo, -q_lo - 1]: the largest |x| of each
     sub-block maps to q_lo (the side with one more level), as ggml's make_qx_quants.
 
@@ -110,7 +118,7 @@ def _abs_max_blocks(x: np.ndarray, sub: int, q_lo: int, scale_max: int,
 def quantize_q2_k(x: np.ndarray) -> np.ndarray:
     """(n, 256) f32 -> (n, 84) bytes: scales[16] (sc | m << 4), qs[64], d, dmin."""
     d, dmin, sc, m, q = _min_max_blocks(x, 16, 4, 4)
-    scales = (sc.astype(np.uint8) | (m.astype(np.uint8) << 4))
+    scales = sc.astype(np.uint8) | (m.astype(np.uint8) << 4)
     return np.concatenate([scales, _pack_2bit(q), _f16_bytes(d), _f16_bytes(dmin)], axis=1)
 
 
@@ -128,23 +136,33 @@ def quantize_q3_k(x: np.ndarray) -> np.ndarray:
     scales[:, 0:8] = (s[:, 0:8] & 0xF) | ((s[:, 8:16] & 0xF) << 4)
     hi = (s >> 4).reshape(-1, 4, 4)  # index i*4 + j -> byte 8 + j, shift 2*i
     scales[:, 8:12] = np.bitwise_or.reduce(
-        hi << (2 * np.arange(4, dtype=np.uint8)).reshape(1, 4, 1), axis=1)
+        hi << (2 * np.arange(4, dtype=np.uint8)).reshape(1, 4, 1), axis=1
+    )
     return np.concatenate([_pack_bits(hbit, 8), _pack_2bit(low), scales, _f16_bytes(d)], axis=1)
 
 
 def quantize_q4_k(x: np.ndarray) -> np.ndarray:
     """(n, 256) f32 -> (n, 144) bytes: d, dmin, scales[12], qs[128]."""
     d, dmin, sc, m, q = _min_max_blocks(x, 32, 16, 6)
-    return np.concatenate([_f16_bytes(d), _f16_bytes(dmin), _pack_scale_min_k4(sc, m),
-                           _pack_nibbles(q)], axis=1)
+    return np.concatenate(
+        [_f16_bytes(d), _f16_bytes(dmin), _pack_scale_min_k4(sc, m), _pack_nibbles(q)], axis=1
+    )
 
 
 def quantize_q5_k(x: np.ndarray) -> np.ndarray:
     """(n, 256) f32 -> (n, 176) bytes: d, dmin, scales[12], qh[32], qs[128]."""
     d, dmin, sc, m, q = _min_max_blocks(x, 32, 32, 6)
     q = q.astype(np.uint8)
-    return np.concatenate([_f16_bytes(d), _f16_bytes(dmin), _pack_scale_min_k4(sc, m),
-                           _pack_bits(q >> 4, 8), _pack_nibbles(q & 0xF)], axis=1)
+    return np.concatenate(
+        [
+            _f16_bytes(d),
+            _f16_bytes(dmin),
+            _pack_scale_min_k4(sc, m),
+            _pack_bits(q >> 4, 8),
+            _pack_nibbles(q & 0xF),
+        ],
+        axis=1,
+    )
 
 
 def quantize_q6_k(x: np.ndarray) -> np.ndarray:

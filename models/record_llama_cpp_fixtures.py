@@ -32,12 +32,14 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import build_tiny_gguf as tiny  # noqa: E402
+import build_tiny_gguf as tiny
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "parity" / "fixtures"
-TINY_PROMPT = ("The quick brown fox jumps over the lazy dog, and then it runs back "
-               "home to sleep under the old oak tree.")
+TINY_PROMPT = (
+    "The quick brown fox jumps over the lazy dog, and then it runs back "
+    "home to sleep under the old oak tree."
+)
 SMOLLM2_PROMPT = (
     "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
     "Face<|im_end|>\n<|im_start|>user\nHere is a short passage about the water cycle. "
@@ -103,10 +105,17 @@ def record_tiny(out_dir: Path) -> dict[str, Any]:
                 rec = {"file": path.name, "sha256": sha256(path)}
                 rec.update(run_llama_cpp(path, TINY_PROMPT, TINY_GREEDY))
                 records[f"{arch}-{t}"] = rec
-                print(f"{arch}-{t}: {len(rec['prompt_ids'])} prompt ids, greedy "
-                      f"{rec['greedy_ids'][:6]}...", file=sys.stderr)
-    doc = {"llama_cpp_python": llama_cpp.__version__, "prompt": TINY_PROMPT,
-           "n_greedy": TINY_GREEDY, "models": records}
+                print(
+                    f"{arch}-{t}: {len(rec['prompt_ids'])} prompt ids, greedy "
+                    f"{rec['greedy_ids'][:6]}...",
+                    file=sys.stderr,
+                )
+    doc = {
+        "llama_cpp_python": llama_cpp.__version__,
+        "prompt": TINY_PROMPT,
+        "n_greedy": TINY_GREEDY,
+        "models": records,
+    }
     (out_dir / "tiny_gguf.json").write_text(json.dumps(doc, indent=1) + "\n")
     return doc
 
@@ -117,24 +126,39 @@ def record_smollm2(out_dir: Path) -> dict[str, Any]:
     path = tiny.smollm2_path()
     rec = {"file": path.name, "sha256": sha256(path)}
     rec.update(run_llama_cpp(path, SMOLLM2_PROMPT, SMOLLM2_GREEDY))
-    doc = {"llama_cpp_python": llama_cpp.__version__, "prompt": SMOLLM2_PROMPT,
-           "n_greedy": SMOLLM2_GREEDY, **rec}
+    doc = {
+        "llama_cpp_python": llama_cpp.__version__,
+        "prompt": SMOLLM2_PROMPT,
+        "n_greedy": SMOLLM2_GREEDY,
+        **rec,
+    }
     (out_dir / "smollm2_q4_1.json").write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"smollm2: {len(rec['prompt_ids'])} prompt ids, greedy {rec['greedy_ids'][:8]}...",
-          file=sys.stderr)
+    print(
+        f"smollm2: {len(rec['prompt_ids'])} prompt ids, greedy {rec['greedy_ids'][:8]}...",
+        file=sys.stderr,
+    )
     return doc
 
 
 class _GGMLTensor(ctypes.Structure):
     """struct ggml_tensor (ggml/include/ggml.h), to read tensors in the eval callback."""
 
-    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p),
-                ("ne", ctypes.c_int64 * 4), ("nb", ctypes.c_size_t * 4), ("op", ctypes.c_int),
-                ("op_params", ctypes.c_int32 * 16), ("flags", ctypes.c_int32),
-                ("src", ctypes.c_void_p * 10), ("view_src", ctypes.c_void_p),
-                ("view_offs", ctypes.c_size_t), ("data", ctypes.c_void_p),
-                ("name", ctypes.c_char * 64), ("extra", ctypes.c_void_p),
-                ("padding", ctypes.c_char * 8)]
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("buffer", ctypes.c_void_p),
+        ("ne", ctypes.c_int64 * 4),
+        ("nb", ctypes.c_size_t * 4),
+        ("op", ctypes.c_int),
+        ("op_params", ctypes.c_int32 * 16),
+        ("flags", ctypes.c_int32),
+        ("src", ctypes.c_void_p * 10),
+        ("view_src", ctypes.c_void_p),
+        ("view_offs", ctypes.c_size_t),
+        ("data", ctypes.c_void_p),
+        ("name", ctypes.c_char * 64),
+        ("extra", ctypes.c_void_p),
+        ("padding", ctypes.c_char * 8),
+    ]
 
 
 def llama_cpp_tensors(path: Path, tokens: list[int], n_ctx: int = 512) -> dict[str, list]:
@@ -150,10 +174,12 @@ def llama_cpp_tensors(path: Path, tokens: list[int], n_ctx: int = 512) -> dict[s
             return True
         t = _GGMLTensor.from_address(ptr)
         if t.type == 0 and t.data:  # GGML_TYPE_F32
-            base = np.ctypeslib.as_array(ctypes.cast(t.data, ctypes.POINTER(ctypes.c_float)),
-                                         shape=(1,))
-            arr = np.lib.stride_tricks.as_strided(base, shape=tuple(t.ne)[::-1],
-                                                  strides=tuple(t.nb)[::-1])
+            base = np.ctypeslib.as_array(
+                ctypes.cast(t.data, ctypes.POINTER(ctypes.c_float)), shape=(1,)
+            )
+            arr = np.lib.stride_tricks.as_strided(
+                base, shape=tuple(t.ne)[::-1], strides=tuple(t.nb)[::-1]
+            )
             store.setdefault(t.name.decode(), []).append(arr.copy())
         return True
 
@@ -179,12 +205,22 @@ def llama_cpp_tensors(path: Path, tokens: list[int], n_ctx: int = 512) -> dict[s
 
 
 # (llama.cpp tensor name, index among same-named tensors, onnxexec value) per layer
-_LAYER_PAIRS = [("attn_norm", 0, "attn_norm"), ("Qcur", 0, "q"), ("Kcur", 0, "k"),
-                ("Vcur", 0, "v"), ("Qcur", -1, "q_rope"), ("Kcur", -1, "k_rope"),
-                ("kqv_out", 0, "attn"), ("attn_out", 0, "attn_out"),
-                ("ffn_inp", 0, "attn_residual"), ("ffn_norm", 0, "ffn_norm"),
-                ("ffn_gate", 0, "ffn_gate"), ("ffn_up", 0, "ffn_up"),
-                ("ffn_out", 0, "ffn_down"), ("l_out", 0, "out")]
+_LAYER_PAIRS = [
+    ("attn_norm", 0, "attn_norm"),
+    ("Qcur", 0, "q"),
+    ("Kcur", 0, "k"),
+    ("Vcur", 0, "v"),
+    ("Qcur", -1, "q_rope"),
+    ("Kcur", -1, "k_rope"),
+    ("kqv_out", 0, "attn"),
+    ("attn_out", 0, "attn_out"),
+    ("ffn_inp", 0, "attn_residual"),
+    ("ffn_norm", 0, "ffn_norm"),
+    ("ffn_gate", 0, "ffn_gate"),
+    ("ffn_up", 0, "ffn_up"),
+    ("ffn_out", 0, "ffn_down"),
+    ("l_out", 0, "out"),
+]
 
 
 def compare(path: Path, prompt: str, n_layers: int = 2, mode: str = "int8") -> None:
@@ -197,17 +233,26 @@ def compare(path: Path, prompt: str, n_layers: int = 2, mode: str = "int8") -> N
     from onnxexec.runtime.executor import execute
     from onnxexec.runtime.plan import plan_graph
 
-    llm = LLM(path, n_ctx=512, options=GraphOptions(matmul_mode=mode))
+    llm = LLM(path, n_ctx=512, options=GraphOptions(matmul_mode=mode, fuse=False))
     ids = llm.tokenizer.encode(prompt, add_special=True, parse_special=True)
     ref = llama_cpp_tensors(path, ids)
-    g = build_llm_graph(llm.config, llm.weights, n_ctx=llm.n_ctx, last_only=False,
-                        options=llm.options)
+    g = build_llm_graph(
+        llm.config, llm.weights, n_ctx=llm.n_ctx, last_only=False, options=llm.options
+    )
     outs = tuple(ValueInfo(n.outputs[0]) for n in g.nodes)
     feeds = dict(llm._feeds, tokens=np.asarray(ids, np.int64), pos=np.asarray(0, np.int64))
-    ours = dict(zip([o.name for o in outs],
-                    execute(plan_graph(dataclasses.replace(g, outputs=outs)), feeds), strict=True))
-    pairs = [(f"{a}-{il}", i, f"blk.{il}.{b}") for il in range(min(n_layers, llm.config.n_layer))
-             for a, i, b in _LAYER_PAIRS]
+    ours = dict(
+        zip(
+            [o.name for o in outs],
+            execute(plan_graph(dataclasses.replace(g, outputs=outs)), feeds),
+            strict=True,
+        )
+    )
+    pairs = [
+        (f"{a}-{il}", i, f"blk.{il}.{b}")
+        for il in range(min(n_layers, llm.config.n_layer))
+        for a, i, b in _LAYER_PAIRS
+    ]
     pairs += [("result_norm", 0, "result_norm"), ("result_output", 0, "logits")]
     for name, idx, value in pairs:
         if name not in ref or value not in ours:
@@ -223,8 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=FIXTURES)
     ap.add_argument("--skip-smollm2", action="store_true")
     ap.add_argument("--skip-tiny", action="store_true")
-    ap.add_argument("--compare", type=Path, metavar="MODEL",
-                    help="instead: print per-tensor differences onnxexec vs llama.cpp")
+    ap.add_argument(
+        "--compare",
+        type=Path,
+        metavar="MODEL",
+        help="instead: print per-tensor differences onnxexec vs llama.cpp",
+    )
     ap.add_argument("--mode", default="int8", help="QMatMul mode for --compare")
     args = ap.parse_args(argv)
     if args.compare:

@@ -144,11 +144,12 @@ def _round(engine: Any, ids: list[int], n_decode: int, run: EngineRun) -> None:
     run.greedy_ids = out
 
 
-def profile_decode_step(llm: Any, token: int, reps: int = 5) -> tuple[list, float, float]:
+def profile_decode_step(llm: Any, token: int, reps: int = 10) -> tuple[list, float, float]:
     """(op table, step wall ms, sum of op ms) of one T=1 step at the current position.
 
-    The wall time is the median of unprofiled llm.eval calls; the op times come from a
-    profiled run (the profiler's own bookkeeping is not part of either number).
+    The wall time is the fastest of `reps` unprofiled llm.eval calls, the op times those
+    of the fastest profiled run (so neither includes the profiler's own bookkeeping, and
+    both are the least disturbed by other processes).
     """
     from onnxexec.runtime.executor import execute
     from onnxexec.runtime.profiler import Profiler
@@ -169,7 +170,7 @@ def profile_decode_step(llm: Any, token: int, reps: int = 5) -> tuple[list, floa
         table = prof.op_table()
         if best is None or sum(r[1] for r in table) < sum(r[1] for r in best):
             best = table
-    return best, statistics.median(walls) * 1e3, sum(r[1] for r in best)
+    return best, min(walls) * 1e3, sum(r[1] for r in best)
 
 
 _CHILD = """
@@ -194,7 +195,12 @@ tok = int(np.argmax(step(ids)))
 ttft = time.time() - t_start
 for _ in range(n_decode - 1):
     tok = int(np.argmax(step([tok])))
-print(ttft, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+# VmHWM, not ru_maxrss: Linux keeps ru_maxrss across execve, so it would report the
+# parent's (the benchmark process's) peak
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
+rss = int(hwm[0].split()[1]) / 1024 if hwm else \\
+    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(ttft, rss)
 """
 
 

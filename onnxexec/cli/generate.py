@@ -14,18 +14,34 @@ from onnxexec.errors import OnnxExecError
 
 def _sampling_options(f):
     opts = [
-        click.option("--temperature", "--temp", default=0.8, show_default=True,
-                     type=click.FloatRange(0), help="0 = greedy."),
+        click.option(
+            "--temperature",
+            "--temp",
+            default=0.8,
+            show_default=True,
+            type=click.FloatRange(0),
+            help="0 = greedy.",
+        ),
         click.option("--top-k", default=40, show_default=True, type=click.IntRange(0)),
         click.option("--top-p", default=0.95, show_default=True, type=click.FloatRange(0, 1)),
         click.option("--min-p", default=0.05, show_default=True, type=click.FloatRange(0, 1)),
-        click.option("--repeat-penalty", default=1.0, show_default=True,
-                     type=click.FloatRange(0, min_open=True)),
+        click.option(
+            "--repeat-penalty",
+            default=1.0,
+            show_default=True,
+            type=click.FloatRange(0, min_open=True),
+        ),
         click.option("--presence-penalty", default=0.0, show_default=True),
         click.option("--frequency-penalty", default=0.0, show_default=True),
         click.option("--seed", default=None, type=int, help="Seed for reproducible sampling."),
-        click.option("--ctx", "n_ctx", default=4096, show_default=True, type=click.IntRange(1),
-                     help="Context size (KV cache positions)."),
+        click.option(
+            "--ctx",
+            "n_ctx",
+            default=4096,
+            show_default=True,
+            type=click.IntRange(1),
+            help="Context size (KV cache positions).",
+        ),
         click.option("--threads", default=0, type=click.IntRange(0), help="0 = all cores."),
     ]
     for o in reversed(opts):
@@ -33,14 +49,21 @@ def _sampling_options(f):
     return f
 
 
-def _params(temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty,
-            frequency_penalty, seed):
+def _params(
+    temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, seed
+):
     from onnxexec.llm.sampler import SamplingParams
 
-    return SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p or 1.0,
-                          min_p=min_p, repeat_penalty=repeat_penalty,
-                          presence_penalty=presence_penalty,
-                          frequency_penalty=frequency_penalty, seed=seed)
+    return SamplingParams(
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p or 1.0,
+        min_p=min_p,
+        repeat_penalty=repeat_penalty,
+        presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty,
+        seed=seed,
+    )
 
 
 def _text(tok, token_id: int | None) -> str:
@@ -58,55 +81,108 @@ def _load(model: str, n_ctx: int, threads: int):
 @click.command("generate")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-p", "--prompt", required=True, help="Prompt text (special tokens parsed).")
-@click.option("-n", "--n-predict", "n_predict", default=128, show_default=True,
-              type=click.IntRange(0), help="Tokens to generate.")
+@click.option(
+    "-n",
+    "--n-predict",
+    "n_predict",
+    default=128,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Tokens to generate.",
+)
 @click.option("--stop", multiple=True, help="Stop when this string is generated.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 @_sampling_options
 @verbose_option
-def generate_cmd(model, prompt, n_predict, stop, as_json, temperature, top_k, top_p, min_p,
-                 repeat_penalty, presence_penalty, frequency_penalty, seed, n_ctx, threads):
+def generate_cmd(
+    model,
+    prompt,
+    n_predict,
+    stop,
+    as_json,
+    temperature,
+    top_k,
+    top_p,
+    min_p,
+    repeat_penalty,
+    presence_penalty,
+    frequency_penalty,
+    seed,
+    n_ctx,
+    threads,
+):
     """Generate text from PROMPT with a GGUF model, streaming it to stdout."""
     from onnxexec.llm.generate import GenerationResult, stream
 
     llm = _load(model, n_ctx, threads)
-    params = _params(temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty,
-                     frequency_penalty, seed)
+    params = _params(
+        temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, seed
+    )
     res = GenerationResult()
     for piece in stream(llm, prompt, n_predict, params, stop, res):
         if not as_json:
             sys.stdout.write(piece)
             sys.stdout.flush()
     if as_json:
-        click.echo(json.dumps({
-            "text": res.text, "tokens": res.tokens, "prompt_tokens": res.prompt_tokens,
-            "prefill_tok_s": round(res.prefill_tok_s, 2),
-            "decode_tok_s": round(res.decode_tok_s, 2), "stop_reason": res.stop_reason,
-        }))
+        click.echo(
+            json.dumps(
+                {
+                    "text": res.text,
+                    "tokens": res.tokens,
+                    "prompt_tokens": res.prompt_tokens,
+                    "prefill_tok_s": round(res.prefill_tok_s, 2),
+                    "decode_tok_s": round(res.decode_tok_s, 2),
+                    "stop_reason": res.stop_reason,
+                }
+            )
+        )
     else:
         click.echo("")
-    click.echo(f"prompt tokens: {len(res.prompt_tokens)}  generated: {len(res.tokens)}  "
-               f"prefill {res.prefill_tok_s:.1f} tok/s  decode {res.decode_tok_s:.1f} tok/s",
-               err=True)
+    click.echo(
+        f"prompt tokens: {len(res.prompt_tokens)}  generated: {len(res.tokens)}  "
+        f"prefill {res.prefill_tok_s:.1f} tok/s  decode {res.decode_tok_s:.1f} tok/s",
+        err=True,
+    )
 
 
 @click.command("chat")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--system", default=None, help="System message.")
-@click.option("-n", "--n-predict", "n_predict", default=512, show_default=True,
-              type=click.IntRange(1), help="Max tokens per reply.")
+@click.option(
+    "-n",
+    "--n-predict",
+    "n_predict",
+    default=512,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Max tokens per reply.",
+)
 @_sampling_options
 @verbose_option
-def chat_cmd(model, system, n_predict, temperature, top_k, top_p, min_p, repeat_penalty,
-             presence_penalty, frequency_penalty, seed, n_ctx, threads):
+def chat_cmd(
+    model,
+    system,
+    n_predict,
+    temperature,
+    top_k,
+    top_p,
+    min_p,
+    repeat_penalty,
+    presence_penalty,
+    frequency_penalty,
+    seed,
+    n_ctx,
+    threads,
+):
     """Interactive chat using the model's chat template; the KV cache is kept between
     turns so each turn evaluates only its new tokens. Empty line or EOF ends it."""
     from onnxexec.llm.chat import render_chat
     from onnxexec.llm.generate import GenerationResult, stream
 
     llm = _load(model, n_ctx, threads)
-    params = _params(temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty,
-                     frequency_penalty, seed)
+    params = _params(
+        temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, seed
+    )
     tok = llm.tokenizer
     template = llm.gguf.metadata.get("tokenizer.chat_template")
     messages = [{"role": "system", "content": system}] if system else []
@@ -118,8 +194,9 @@ def chat_cmd(model, system, n_predict, temperature, top_k, top_p, min_p, repeat_
         if not line or not line.strip():
             break
         messages.append({"role": "user", "content": line.rstrip("\n")})
-        prompt = render_chat(template, messages, bos_token=_text(tok, tok.bos_id),
-                             eos_token=_text(tok, tok.eos_id))
+        prompt = render_chat(
+            template, messages, bos_token=_text(tok, tok.bos_id), eos_token=_text(tok, tok.eos_id)
+        )
         # The template already contains BOS where the model wants it.
         ids = tok.encode(prompt, add_special=False, parse_special=True)
         res = GenerationResult()
@@ -127,8 +204,11 @@ def chat_cmd(model, system, n_predict, temperature, top_k, top_p, min_p, repeat_
             sys.stdout.write(piece)
             sys.stdout.flush()
         click.echo("")
-        click.echo(f"[{len(ids) - res.n_reused} new prompt tokens, {res.n_reused} from cache; "
-                   f"{res.decode_tok_s:.1f} tok/s]", err=True)
+        click.echo(
+            f"[{len(ids) - res.n_reused} new prompt tokens, {res.n_reused} from cache; "
+            f"{res.decode_tok_s:.1f} tok/s]",
+            err=True,
+        )
         messages.append({"role": "assistant", "content": res.text})
 
 
@@ -146,9 +226,12 @@ def perplexity_cmd(model, text_file, n_ctx, threads):
     if not path.is_file():
         raise OnnxExecError(f"text file not found: {path}")
     llm = _load(model, n_ctx, threads)
-    ppl = perplexity(llm, path.read_text(encoding="utf-8", errors="replace"), n_ctx,
-                     on_chunk=lambda r: click.echo(f"[{r.index + 1}]{r.ppl_so_far:.4f}",
-                                                   err=True))
+    ppl = perplexity(
+        llm,
+        path.read_text(encoding="utf-8", errors="replace"),
+        n_ctx,
+        on_chunk=lambda r: click.echo(f"[{r.index + 1}]{r.ppl_so_far:.4f}", err=True),
+    )
     click.echo(f"Final estimate: PPL = {ppl:.4f}")
 
 

@@ -82,7 +82,7 @@ def act_row(row, code, a, b, tmp, scratch):
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
-def _epilogue(y, n0, n1, bias, has_bias, row_bias, code, alpha, beta):
+def _epilogue(y, n0, n1, bias, has_bias, row_bias, z, has_z, code, alpha, beta):
     m = y.shape[0]
     w = n1 - n0
     scratch = np.empty(w, dtype=np.int32)
@@ -99,10 +99,15 @@ def _epilogue(y, n0, n1, bias, has_bias, row_bias, code, alpha, beta):
             bb = bias[n0:n1]
             for j in range(w):
                 row[j] += bb[j]
+        if has_z:
+            zr = z[i, n0:n1]
+            for j in range(w):
+                row[j] += zr[j]
         act_row(row, code, a, b, tmp, scratch)
 
 
 _NO_BIAS = np.zeros(1, dtype=np.float32)
+_NO_Z = np.zeros((1, 1), dtype=np.float32)
 
 
 def epilogue(
@@ -114,17 +119,19 @@ def epilogue(
     alpha: float = 0.0,
     beta: float = 0.0,
     row_bias: bool = False,
+    z: np.ndarray | None = None,
 ) -> None:
     """In place on y[:, n0:n1] (C-contiguous float32 2-D): += bias[n0:n1] (or, row_bias,
     bias[i] on row i), then the activation."""
-    if bias is None and code == 0:
+    if bias is None and code == 0 and z is None:
         return
     if y.dtype != np.float32 or not y.flags.c_contiguous or y.ndim != 2:
         raise ValueError(
             f"epilogue: C-contiguous float32 matrix expected, got {y.dtype}{list(y.shape)}"
         )
     b = _NO_BIAS if bias is None else bias
-    _epilogue(y, n0, n1, b, bias is not None, row_bias, code, alpha, beta)
+    zz = _NO_Z if z is None else z
+    _epilogue(y, n0, n1, b, bias is not None, row_bias, zz, z is not None, code, alpha, beta)
 
 
 def epilogue_reference(

@@ -51,8 +51,9 @@ def _reduce_vec_dot(acc):
     t = np.empty(4, np.float32)
     for i in range(4):
         lo = np.float32(np.float32(acc[0, i] + acc[2, i]) + np.float32(acc[1, i] + acc[3, i]))
-        hi = np.float32(np.float32(acc[0, i + 4] + acc[2, i + 4])
-                        + np.float32(acc[1, i + 4] + acc[3, i + 4]))
+        hi = np.float32(
+            np.float32(acc[0, i + 4] + acc[2, i + 4]) + np.float32(acc[1, i + 4] + acc[3, i + 4])
+        )
         t[i] = np.float32(lo + hi)
     return np.float32(np.float32(t[0] + t[1]) + np.float32(t[2] + t[3]))
 
@@ -88,16 +89,19 @@ def _attend_ggml(q, k_cache, v_cache, pos, scale, window, softcap, n_kv, out):
         acc = np.zeros((4, 8), np.float32)
         for j in range(lo, p + 1):
             kr = k_cache[j, hk]
-            if tiny_kq:
+            if tiny_kq:  # lane l sums d = l, l+8, ... (8 independent chains: vectorizes)
                 lanes[:] = 0.0
-                for d in range(Dh):
-                    lanes[d & 7] += kr[d] * qv[d]
+                for d0 in range(0, Dh, 8):
+                    for ln in range(8):
+                        lanes[ln] += kr[d0 + ln] * qv[d0 + ln]
                 s = _hsum_tiny(lanes)
             else:
                 acc[:] = 0.0
                 d32 = Dh & ~31
-                for d in range(d32):
-                    acc[(d >> 3) & 3, d & 7] += kr[d] * qv[d]
+                for d0 in range(0, d32, 32):
+                    for a in range(4):
+                        for ln in range(8):
+                            acc[a, ln] += kr[d0 + 8 * a + ln] * qv[d0 + 8 * a + ln]
                 s64 = np.float64(_reduce_vec_dot(acc))
                 for d in range(d32, Dh):
                     s64 += np.float64(np.float32(kr[d] * qv[d]))
@@ -192,9 +196,16 @@ def ggml_n_kv(pos: int, T: int, cache_size: int) -> int:
     return min(cache_size, max(256, -(-(pos + T) // 256) * 256))
 
 
-def kv_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos: int,
-                 scale: float, window: int = 0, softcap: float = 0.0,
-                 ggml: bool = False) -> np.ndarray:
+def kv_attention(
+    q: np.ndarray,
+    k_cache: np.ndarray,
+    v_cache: np.ndarray,
+    pos: int,
+    scale: float,
+    window: int = 0,
+    softcap: float = 0.0,
+    ggml: bool = False,
+) -> np.ndarray:
     """(T, H*Dh) f32 queries at positions pos.. over a (C, Hkv, Dh) cache -> (T, H*Dh)."""
     T, HD = q.shape
     C, Hkv, Dh = k_cache.shape
@@ -210,8 +221,17 @@ def kv_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, pos: i
     par = T * HD * span >= PAR_MIN_WORK
     if ggml:
         kern = _ATTEND_GGML[0] if par else _ATTEND_GGML[1]
-        kern(q, k_cache, v_cache, pos, np.float32(scale), window, np.float32(softcap),
-             ggml_n_kv(pos, T, C), out)
+        kern(
+            q,
+            k_cache,
+            v_cache,
+            pos,
+            np.float32(scale),
+            window,
+            np.float32(softcap),
+            ggml_n_kv(pos, T, C),
+            out,
+        )
     else:
         kern = _ATTEND[0] if par else _ATTEND[1]
         kern(q, k_cache, v_cache, pos, np.float32(scale), window, np.float32(softcap), out)

@@ -36,6 +36,7 @@ _P1 = np.float32(float.fromhex("0x1.573e2ep-5"))
 _P2 = np.float32(float.fromhex("0x1.555e66p-3"))
 _P3 = np.float32(float.fromhex("0x1.fffdb6p-2"))
 _P4 = np.float32(float.fromhex("0x1.ffffecp-1"))
+_POW2 = np.ldexp(np.float32(1.0), np.arange(-126, 128)).astype(np.float32)  # 2^n, normal
 _GELU_A = np.float32(0.044715)
 _SQRT_2_OVER_PI = np.float32(0.79788456080286535587989211986876)
 
@@ -63,7 +64,7 @@ def expf(x):
             return np.float32(fma32(s2, j, s2) * np.float32(2.0**-125))
         s2 = np.float32(math.ldexp(1.0, int(n) - 127))
         return np.float32(fma32(s2, j, s2) * np.float32(2.0**127))
-    k = np.float32(math.ldexp(1.0, int(n)))
+    k = _POW2[int(n) + 126]
     return fma32(j, k, k)
 
 
@@ -80,12 +81,13 @@ _SILU_MUL = twins(_silu_mul)
 def silu_mul(x: np.ndarray, g: np.ndarray) -> np.ndarray:
     """SwiGLU silu(x) * g for same-shape float32 arrays, rounded as ggml."""
     if x.shape != g.shape or x.dtype != np.float32 or g.dtype != np.float32:
-        raise ValueError(f"silu_mul: expected two float32 arrays of one shape, got "
-                         f"{x.dtype}{list(x.shape)} and {g.dtype}{list(g.shape)}")
+        raise ValueError(
+            f"silu_mul: expected two float32 arrays of one shape, got "
+            f"{x.dtype}{list(x.shape)} and {g.dtype}{list(g.shape)}"
+        )
     out = np.empty_like(x)
     kern = _SILU_MUL[0] if x.size >= PAR_MIN_WORK else _SILU_MUL[1]
-    kern(np.ascontiguousarray(x).reshape(-1), np.ascontiguousarray(g).reshape(-1),
-         out.reshape(-1))
+    kern(np.ascontiguousarray(x).reshape(-1), np.ascontiguousarray(g).reshape(-1), out.reshape(-1))
     return out
 
 
@@ -94,10 +96,10 @@ def _gelu_table(x, out):
     """ggml_gelu_f32 as compiled (contracted): 0.5x * (1 + tanhf(sx * fma(ax, x, 1)))."""
     for i in range(x.size):
         v = x[i]
-        inner = np.float32(_SQRT_2_OVER_PI * v) * fma32(np.float32(_GELU_A * v), v,
-                                                         np.float32(1.0))
+        inner = np.float32(_SQRT_2_OVER_PI * v) * fma32(np.float32(_GELU_A * v), v, np.float32(1.0))
         out[i] = np.float32(np.float32(0.5) * v) * np.float32(
-            np.float32(1.0) + math.tanh(np.float32(inner)))
+            np.float32(1.0) + math.tanh(np.float32(inner))
+        )
 
 
 _TABLE: list[np.ndarray] = []
@@ -126,13 +128,13 @@ def _rope_cache(p0, T, n_dims, base, freq_scale, cos, sin):
             theta = np.float32(theta * theta_scale)
 
 
-def rope_cache(p0: int, T: int, n_dims: int, base: float,
-               freq_scale: float) -> tuple[np.ndarray, np.ndarray]:
+def rope_cache(
+    p0: int, T: int, n_dims: int, base: float, freq_scale: float
+) -> tuple[np.ndarray, np.ndarray]:
     """cos, sin (T, n_dims/2) float32 for positions p0..p0+T-1, as ggml_rope_cache_init."""
     cos = np.empty((T, n_dims // 2), np.float32)
     sin = np.empty_like(cos)
-    _rope_cache(int(p0), int(T), int(n_dims), np.float32(base), np.float32(freq_scale),
-                cos, sin)
+    _rope_cache(int(p0), int(T), int(n_dims), np.float32(base), np.float32(freq_scale), cos, sin)
     return cos, sin
 
 
@@ -159,13 +161,21 @@ def _rope_rotate(x, cos, sin, head_dim, n_dims, neox, out):
 _ROPE_ROTATE = twins(_rope_rotate)
 
 
-def rope_rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, head_dim: int,
-                n_dims: int, neox: bool) -> np.ndarray:
+def rope_rotate(
+    x: np.ndarray, cos: np.ndarray, sin: np.ndarray, head_dim: int, n_dims: int, neox: bool
+) -> np.ndarray:
     """Rotate each head of x (T, H*head_dim) f32: pairs (2i, 2i+1), or (i, i+n/2) if neox."""
     out = np.empty_like(x)
     kern = _ROPE_ROTATE[0] if x.size >= PAR_MIN_WORK else _ROPE_ROTATE[1]
-    kern(np.ascontiguousarray(x, dtype=np.float32), cos, sin, int(head_dim), int(n_dims),
-         bool(neox), out)
+    kern(
+        np.ascontiguousarray(x, dtype=np.float32),
+        cos,
+        sin,
+        int(head_dim),
+        int(n_dims),
+        bool(neox),
+        out,
+    )
     return out
 
 
@@ -179,8 +189,9 @@ def _softcap(x, cap, out):
 def softcap(x: np.ndarray, cap: float) -> np.ndarray:
     """cap * tanhf(x * (1/cap)) in float32: ggml_scale, ggml_tanh (glibc tanhf), ggml_scale."""
     out = np.empty(x.shape, np.float32)
-    _softcap(np.ascontiguousarray(x, dtype=np.float32).reshape(-1), np.float32(cap),
-             out.reshape(-1))
+    _softcap(
+        np.ascontiguousarray(x, dtype=np.float32).reshape(-1), np.float32(cap), out.reshape(-1)
+    )
     return out
 
 
@@ -210,8 +221,9 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float, group: int = 0) -> np.nda
     width = x.shape[-1]
     group = group or width
     if width % group or w.shape != (group,):
-        raise ValueError(f"rms_norm: width {width}, group {group} and weight shape "
-                         f"{w.shape} do not fit")
+        raise ValueError(
+            f"rms_norm: width {width}, group {group} and weight shape {w.shape} do not fit"
+        )
     x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, width)
     out = np.empty_like(x2)
     kern = _RMS_NORM[0] if x2.size >= PAR_MIN_WORK else _RMS_NORM[1]

@@ -8,23 +8,46 @@ computes - the same float32 operations in the same order:
   actquant.quantize_act.
 - `swiglu_quant`: ggml's SwiGLU (ggml_math.silu_mul) on a fused gate|up product, then
   quantize_act.
-- `rope_attend_one`: one new token: RoPE of q and k (ggml_math.rope_rotate), k and v
-  rounded to half into the caches, and attention exactly as
-  attention._attend_ggml computes it for T = 1 (ggml_vec_dot_f16 summation order),
-  then quantize_act of the result. The lane loops are laid out so the vectorizer
+- `rope_store_one` + `ATTEND_ONE`: one new token: RoPE of q and k
+  (ggml_math.rope_rotate), k and v rounded to half into the caches, then attention
+  exactly as attention._attend_ggml computes it for T = 1 (ggml_vec_dot_f16
+  summation order), the heads in parallel. The lane loops are laid out so the vectorizer
   can run them; each accumulator cell still sums its terms in ggml's order.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Final
 
 import numba as nb
 import numpy as np
 
 from onnxexec.kernels.actquant import quantize_act
-from onnxexec.kernels.fp16 import round_to_f16
 from onnxexec.kernels.ggml_math import _rope_cache, expf, fma32
+from onnxexec.kernels.lanes import twins
+
+
+_F16_MIN_NORMAL: Final = 0x38800000  # float32 bits of 2^-14
+_F32_INF: Final = 0x7F800000
+
+
+@nb.njit(cache=True, nogil=True)
+def f16_round(x):
+    """fp16.round_to_f16 bit for bit (including its +0 for -0), with integer operations
+    instead of frexp/ldexp calls: round-to-nearest-even of the 13 dropped mantissa bits."""
+    a = np.uint32(np.float32(x).view(np.uint32) & np.uint32(0x7FFFFFFF))  # numba widens ints
+    if a >= np.uint32(_F32_INF):
+        return x
+    if a < np.uint32(_F16_MIN_NORMAL):  # subnormal halves: spacing 2^-24, exact in f32
+        r = np.float32(np.rint(np.uint32(a).view(np.float32) * np.float32(2.0**24)) * np.float32(2.0**-24))
+    else:
+        b = np.uint32((a + np.uint32(0xFFF) + ((a >> np.uint32(13)) & np.uint32(1)))
+                      & np.uint32(0xFFFFE000))
+        r = np.uint32(b).view(np.float32)
+        if r > np.float32(65504.0):
+            r = np.float32(np.inf)
+    return -r if x < 0 else r
 
 
 @nb.njit(cache=True, nogil=True)
@@ -100,20 +123,16 @@ def _reduce32(acc, c):
 
 
 @nb.njit(cache=True, nogil=True)
-def rope_attend_one(qkv, q0, k0, v0, k_cache, v_cache, pos, head_dim, n_dims, base,
-                    freq_scale, neox, q_scale, scale, window, softcap, n_kv, a):
+def rope_store_one(qkv, q0, k0, v0, k_cache, v_cache, pos, head_dim, n_dims, base,
+                   freq_scale, neox, qr):
     """One token: q, k, v = qkv[0, q0:], qkv[0, k0:], qkv[0, v0:] (H*Dh, Hkv*Dh, Hkv*Dh
-    wide); RoPE at `pos`, k/v half-rounded into cache row pos, attention over cells
-    [0, pos] into a (1, H*Dh); returns quantize_act(a). See the module docstring.
-    """
-    C, Hkv, Dh = k_cache.shape
-    H = a.shape[1] // Dh
-    group = H // Hkv
+    wide); RoPE at `pos` (q into qr (H*Dh,)), k and v half-rounded into cache row pos."""
+    _, Hkv, Dh = k_cache.shape
+    H = qr.shape[0] // Dh
     x = qkv[0]
     cos = np.empty((1, n_dims // 2), np.float32)
     sin = np.empty((1, n_dims // 2), np.float32)
     _rope_cache(pos, 1, n_dims, base, freq_scale, cos, sin)
-    qr = np.empty(H * Dh, np.float32)
     kr = np.empty(Hkv * Dh, np.float32)
     for h in range(H):
         _rotate(x[q0:], h * Dh, cos, sin, head_dim, n_dims, neox, qr)
@@ -121,33 +140,42 @@ def rope_attend_one(qkv, q0, k0, v0, k_cache, v_cache, pos, head_dim, n_dims, ba
         _rotate(x[k0:], h * Dh, cos, sin, head_dim, n_dims, neox, kr)
     for h in range(Hkv):
         for d in range(Dh):
-            k_cache[pos, h, d] = round_to_f16(kr[h * Dh + d])
-            v_cache[pos, h, d] = round_to_f16(x[v0 + h * Dh + d])
+            k_cache[pos, h, d] = f16_round(kr[h * Dh + d])
+            v_cache[pos, h, d] = f16_round(x[v0 + h * Dh + d])
+
+
+def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv, a):
+    """Attention of one token's rotated queries qr (H*Dh,) over cache cells [0, pos]
+    into a (1, H*Dh), exactly as attention._attend_ggml for T = 1; heads in parallel."""
+    _, Hkv, Dh = k_cache.shape
+    H = qr.shape[0] // Dh
+    group = H // Hkv
     p = pos
     lo = p - window + 1 if window > 0 and p - window + 1 > 0 else 0
     n32 = n_kv & ~31
     d32 = Dh & ~31
-    qv = np.empty(Dh, np.float32)
-    w = np.empty(p + 1, np.float32)
-    acc = np.empty(32, np.float32)
-    e = np.empty(8, np.float32)
-    acc2 = np.empty((4, 8, Dh), np.float32)
     inv_cap = np.float32(1.0 / softcap) if softcap > 0.0 else np.float32(0.0)
-    for h in range(H):
+    for h in nb.prange(H):  # each head writes its own slice of a
+        qv = np.empty(Dh, np.float32)
+        w = np.empty(p + 1, np.float32)
+        acc = np.empty(32, np.float32)
+        e = np.empty(8, np.float32)
+        acc2 = np.zeros((4, 8, Dh), np.float32)
         hk = h // group
         qo = h * Dh
         for d in range(Dh):
             qq = qr[qo + d]
             if q_scale != 1.0:
                 qq = qq * q_scale
-            qv[d] = round_to_f16(qq)
+            qv[d] = f16_round(qq)
         m = np.float32(-np.inf)
         for j in range(lo, p + 1):
+            kj = k_cache[j, hk]
             for c in range(32):
                 acc[c] = 0.0
             for d0 in range(0, d32, 32):
                 for c in range(32):
-                    acc[c] += k_cache[j, hk, d0 + c] * qv[d0 + c]
+                    acc[c] += kj[d0 + c] * qv[d0 + c]
             r0 = np.float32(np.float32(acc[0] + acc[16]) + np.float32(acc[8] + acc[24]))
             r4 = np.float32(np.float32(acc[4] + acc[20]) + np.float32(acc[12] + acc[28]))
             r1 = np.float32(np.float32(acc[1] + acc[17]) + np.float32(acc[9] + acc[25]))
@@ -184,17 +212,18 @@ def rope_attend_one(qkv, q0, k0, v0, k_cache, v_cache, pos, head_dim, n_dims, ba
             total += np.float64(np.float32(np.float32(a0 + a2) + np.float32(a1 + a3)))
         inv = np.float32(1.0 / total)
         for j in range(lo, p + 1):
-            w[j] = round_to_f16(np.float32(w[j] * inv))
-        acc2[:] = 0.0
+            w[j] = f16_round(np.float32(w[j] * inv))
         for j in range(lo, min(p + 1, n32)):
             wj = w[j]
-            r = (j >> 3) & 3
-            ln = j & 7
+            aj = acc2[(j >> 3) & 3, j & 7]
+            vj = v_cache[j, hk]
             for d in range(Dh):
-                acc2[r, ln, d] += v_cache[j, hk, d] * wj
+                aj[d] += vj[d] * wj
         for d in range(Dh):
             rr = np.float64(_reduce32(acc2, d))
             for j in range(max(lo, n32), p + 1):
                 rr += np.float64(np.float32(v_cache[j, hk, d] * w[j]))
             a[0, qo + d] = np.float32(rr)
-    return quantize_act(a)
+
+
+ATTEND_ONE = twins(_attend_one)

@@ -100,20 +100,67 @@ def prepare_weight(raw: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> Q
             f"{q.type_name(t)} weight {shp}: expected {need} bytes "
             f"(row length a multiple of {block}), got {flat.size}"
         )
-    if t in _NIB_TYPES:
-        a = nib_layout(flat, t, n, k)
-        return QWeight(
-            t, shp, "nib", a, (a["qs"], a["qh"], a["fsc"], a["usc"], a["kind"], a["off"])
-        )
-    if t == q.Q8_0:
-        a = q8_0_layout(flat, n, k)
-        return QWeight(t, shp, "q8_0", a, (a["qs"], a["d"]))
-    if t == q.Q6_K:
-        a = q6_k_layout(flat, n, k)
-        return QWeight(t, shp, "q6_k", a, (a["ql"], a["qh"], a["sc"], a["d"]))
+    if t in _NIB_TYPES or t == q.Q8_0 or t == q.Q6_K:
+        w = _lanes_weight(flat, t, n, k, size * (k // block))
+        release_pages(flat)
+        return w
     if t == q.F32:
         return QWeight(t, shp, "f32", {"w": dequantize(flat, t, shp)})
     return QWeight(t, shp, "raw", {"raw": flat, "row_bytes": k // block * size})
+
+
+RELAYOUT_ROWS: Final = 2048  # rows relayouted at a time: bounds the temporaries
+
+
+def _layout(raw: np.ndarray, t: int, n: int, k: int) -> tuple[str, dict[str, Any]]:
+    if t == q.Q8_0:
+        return "q8_0", q8_0_layout(raw, n, k)
+    if t == q.Q6_K:
+        return "q6_k", q6_k_layout(raw, n, k)
+    return "nib", nib_layout(raw, t, n, k)
+
+
+def _lanes_weight(flat: np.ndarray, t: int, n: int, k: int, row_bytes: int) -> QWeight:
+    """The lanes layout of a (n, k) weight, built RELAYOUT_ROWS rows at a time into the
+    final arrays (the numpy relayout makes a few temporary copies of its input)."""
+    layout, a = _layout(flat[: min(n, RELAYOUT_ROWS) * row_bytes], t, min(n, RELAYOUT_ROWS), k)
+    if n > RELAYOUT_ROWS:
+        probe = QWeight(t, (min(n, RELAYOUT_ROWS), k), layout, a)
+        keys = _grouped_keys(probe)
+        ng = -(-n // LANES)
+        full = dict(a)
+        for key in keys:
+            full[key] = np.empty((ng, *a[key].shape[1:]), a[key].dtype)
+            full[key][: a[key].shape[0]] = a[key]
+        for r0 in range(RELAYOUT_ROWS, n, RELAYOUT_ROWS):
+            rows = min(RELAYOUT_ROWS, n - r0)
+            _, part = _layout(flat[r0 * row_bytes : (r0 + rows) * row_bytes], t, rows, k)
+            g0 = r0 // LANES
+            for key in keys:
+                full[key][g0 : g0 + part[key].shape[0]] = part[key]
+        a = full
+    return _with_arrays(QWeight(t, (n, k), layout, {}), (n, k), a)
+
+
+def release_pages(raw: np.ndarray) -> None:
+    """Tell the kernel that the file pages under a read-only np.memmap view are not
+    needed any more (madvise MADV_DONTNEED): they leave the process's resident set,
+    and are read again from the page cache if ever touched. No-op for other arrays."""
+    base = raw
+    while base is not None and not isinstance(base, np.memmap):
+        base = base.base
+    mm = getattr(base, "_mmap", None)
+    if mm is None or base.mode != "r" or not hasattr(mm, "madvise"):
+        return
+    import mmap
+
+    mm_addr = np.frombuffer(mm, np.uint8).__array_interface__["data"][0]
+    start = raw.__array_interface__["data"][0] - mm_addr
+    page = mmap.PAGESIZE
+    lo = -(-start // page) * page  # whole pages inside the view only
+    hi = (start + raw.nbytes) // page * page
+    if hi > lo:
+        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
 def qmatmul(

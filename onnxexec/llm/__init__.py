@@ -1,5 +1,31 @@
 """GGUF language models: tokenizer, model, generation."""
 
+from __future__ import annotations
+
+from typing import Any
+
 from onnxexec.llm.tokenizer import StreamDecoder, Tokenizer, load_tokenizer
 
-__all__ = ["StreamDecoder", "Tokenizer", "load_tokenizer"]
+# The model side pulls in the numba kernels: imported on first use, so that
+# `from onnxexec.llm import load_tokenizer` stays light.
+_LAZY = {
+    "LLM": "onnxexec.llm.model",
+    "GraphOptions": "onnxexec.llm.graph",
+    "ModelConfig": "onnxexec.llm.config",
+    "GenerationResult": "onnxexec.llm.generate",
+    "generate": "onnxexec.llm.generate",
+    "stream": "onnxexec.llm.generate",
+    "SamplingParams": "onnxexec.llm.sampler",
+    "perplexity": "onnxexec.llm.perplexity",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'onnxexec.llm' has no attribute '{name}'")
+
+
+__all__ = ["StreamDecoder", "Tokenizer", "load_tokenizer", *_LAZY]

@@ -46,18 +46,28 @@ def _tojson(value: Any, indent: int | None = None, ensure_ascii: bool = False) -
     return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii)
 
 
-def render_chat(template: str | None, messages: Sequence[Mapping[str, Any]], *,
-                bos_token: str = "", eos_token: str = "", add_generation_prompt: bool = True,
-                **extra: Any) -> str:
+def render_chat(
+    template: str | None,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    bos_token: str = "",
+    eos_token: str = "",
+    add_generation_prompt: bool = True,
+    **extra: Any,
+) -> str:
     """The prompt text for `messages` ([{role, content}, ...])."""
     for i, m in enumerate(messages):
         if "role" not in m or "content" not in m:
             raise ChatTemplateError(f"message {i} needs 'role' and 'content'")
     try:
         tmpl = _env().from_string(template or CHATML)
-        return tmpl.render(messages=[dict(m) for m in messages], bos_token=bos_token,
-                           eos_token=eos_token, add_generation_prompt=add_generation_prompt,
-                           **extra)
+        return tmpl.render(
+            messages=[dict(m) for m in messages],
+            bos_token=bos_token,
+            eos_token=eos_token,
+            add_generation_prompt=add_generation_prompt,
+            **extra,
+        )
     except ChatTemplateError:
         raise
     except TemplateError as e:

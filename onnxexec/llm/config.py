@@ -70,8 +70,9 @@ def swa_pattern(n_layer: int, pattern: int | list | tuple) -> tuple[bool, ...]:
     layers); a bool array gives each layer's flag directly."""
     if isinstance(pattern, list | tuple):
         if len(pattern) < n_layer:
-            raise ModelLoadError(f"sliding_window_pattern has {len(pattern)} entries for "
-                                 f"{n_layer} layers")
+            raise ModelLoadError(
+                f"sliding_window_pattern has {len(pattern)} entries for {n_layer} layers"
+            )
         return tuple(bool(p) for p in pattern[:n_layer])
     n = int(pattern)
     return tuple(n == 0 or il % n < n - 1 for il in range(n_layer))
@@ -101,12 +102,16 @@ def config_from_metadata(md: Mapping[str, Any], n_vocab: int | None = None) -> M
     head_dim = int(_key(md, "{arch}.attention.key_length", arch, n_embd // max(n_head, 1)))
     value_dim = int(_key(md, "{arch}.attention.value_length", arch, head_dim))
     if n_head <= 0 or n_head_kv <= 0 or n_head % n_head_kv:
-        raise ModelLoadError(f"head_count {n_head} is not a positive multiple of "
-                             f"head_count_kv {n_head_kv}")
+        raise ModelLoadError(
+            f"head_count {n_head} is not a positive multiple of head_count_kv {n_head_kv}"
+        )
     if value_dim != head_dim:
         raise ModelLoadError(f"key_length {head_dim} != value_length {value_dim} is not supported")
-    vocab = n_vocab or len(md.get("tokenizer.ggml.tokens", ())) or int(
-        _key(md, "{arch}.vocab_size", arch))
+    vocab = (
+        n_vocab
+        or len(md.get("tokenizer.ggml.tokens", ()))
+        or int(_key(md, "{arch}.vocab_size", arch))
+    )
     scaling = md.get(f"{arch}.rope.scaling.type", "linear")
     factor = float(md.get(f"{arch}.rope.scaling.factor", 0.0) or 0.0)
     if scaling not in ("none", "linear") and factor not in (0.0, 1.0):
@@ -149,6 +154,9 @@ def config_from_metadata(md: Mapping[str, Any], n_vocab: int | None = None) -> M
         )
         if window > 0:
             pattern = md.get(f"{arch}.attention.sliding_window_pattern", 6)
-            c.update(sliding_window=window, swa_layers=swa_pattern(n_layer, pattern),
-                     rope_base_swa=float(md.get(f"{arch}.rope.freq_base_swa", 10000.0)))
+            c.update(
+                sliding_window=window,
+                swa_layers=swa_pattern(n_layer, pattern),
+                rope_base_swa=float(md.get(f"{arch}.rope.freq_base_swa", 10000.0)),
+            )
     return ModelConfig(**c)

@@ -46,10 +46,15 @@ def _held_back(text: str, stops: Sequence[str]) -> int:
     return keep
 
 
-def stream(llm: LLM, prompt: str | Sequence[int], max_tokens: int = 128,
-           params: SamplingParams | None = None, stop: Sequence[str] = (),
-           result: GenerationResult | None = None,
-           parse_special: bool = True) -> Iterator[str]:
+def stream(
+    llm: LLM,
+    prompt: str | Sequence[int],
+    max_tokens: int = 128,
+    params: SamplingParams | None = None,
+    stop: Sequence[str] = (),
+    result: GenerationResult | None = None,
+    parse_special: bool = True,
+) -> Iterator[str]:
     """Yield text pieces as they are produced; fills `result` (if given) as it goes.
 
     A prompt that shares a prefix with the tokens already in the KV cache evaluates
@@ -59,15 +64,18 @@ def stream(llm: LLM, prompt: str | Sequence[int], max_tokens: int = 128,
 
     res = result if result is not None else GenerationResult()
     tok = llm.tokenizer
-    ids = (tok.encode(prompt, add_special=True, parse_special=parse_special)
-           if isinstance(prompt, str) else [int(t) for t in prompt])
+    ids = (
+        tok.encode(prompt, add_special=True, parse_special=parse_special)
+        if isinstance(prompt, str)
+        else [int(t) for t in prompt]
+    )
     if not ids:
         raise ValueError("the prompt encodes to no tokens")
     res.prompt_tokens = list(ids)
     res.n_reused = llm.reuse_prefix(ids)
     sampler = Sampler(params)
     t0 = time.perf_counter()
-    logits = llm.eval(ids[res.n_reused:])
+    logits = llm.eval(ids[res.n_reused :])
     res.prefill_s = time.perf_counter() - t0
     decoder = StreamDecoder(tok)
     pending = ""
@@ -91,7 +99,7 @@ def stream(llm: LLM, prompt: str | Sequence[int], max_tokens: int = 128,
             res.stop_reason = "stop"
             break
         keep = _held_back(pending, stop)
-        out, pending = pending[: len(pending) - keep], pending[len(pending) - keep:]
+        out, pending = pending[: len(pending) - keep], pending[len(pending) - keep :]
         if out:
             res.text += out
             yield out
@@ -110,9 +118,14 @@ def stream(llm: LLM, prompt: str | Sequence[int], max_tokens: int = 128,
     res.decode_s = time.perf_counter() - t1
 
 
-def generate(llm: LLM, prompt: str | Sequence[int], max_tokens: int = 128,
-             params: SamplingParams | None = None, stop: Sequence[str] = (),
-             parse_special: bool = True) -> GenerationResult:
+def generate(
+    llm: LLM,
+    prompt: str | Sequence[int],
+    max_tokens: int = 128,
+    params: SamplingParams | None = None,
+    stop: Sequence[str] = (),
+    parse_special: bool = True,
+) -> GenerationResult:
     """Blocking generation: the whole result with token ids and timings."""
     res = GenerationResult()
     for _ in stream(llm, prompt, max_tokens, params, stop, res, parse_special):

@@ -36,16 +36,19 @@ class GraphOptions:
         lookup table (GGML_GELU_FP16); else float32 formulas.
     matmul_mode: qmatmul mode for quantized weights: "int8" (activations quantized as
         llama.cpp does; also the fastest here), "auto" or "float".
+    fuse: let LLM stack Q|K|V and gate|up weights and run layer-sized fused ops
+        (llm/fusion.py; same results); False keeps one node per op, e.g. to inspect
+        every intermediate value.
     """
 
     kv_f16: bool = True
     ggml_act: bool = True
     matmul_mode: str = "int8"
+    fuse: bool = True
 
 
 class _Builder:
-    def __init__(self, cfg: ModelConfig, weights: Mapping[str, Any],
-                 opts: GraphOptions) -> None:
+    def __init__(self, cfg: ModelConfig, weights: Mapping[str, Any], opts: GraphOptions) -> None:
         self.cfg = cfg
         self.opts = opts
         self.weights = weights
@@ -60,8 +63,7 @@ class _Builder:
             raise ModelLoadError(f"GGUF file has no tensor '{name}' ({self.cfg.arch} needs it)")
         return None
 
-    def add(self, op_type: str, inputs: list[str], out: str, domain: str = D,
-            **attrs: Any) -> str:
+    def add(self, op_type: str, inputs: list[str], out: str, domain: str = D, **attrs: Any) -> str:
         self.nodes.append(Node(op_type, tuple(inputs), (out,), attrs, out, domain))
         return out
 
@@ -69,8 +71,9 @@ class _Builder:
         return self.add("RMSNorm", [x, weight], out, epsilon=self.cfg.norm_eps, group=group)
 
     def linear(self, x: str, weight: str, out: str, bias: str | None = None) -> str:
-        return self.add("QMatMul", [x, weight] + ([bias] if bias else []), out,
-                        mode=self.opts.matmul_mode)
+        return self.add(
+            "QMatMul", [x, weight] + ([bias] if bias else []), out, mode=self.opts.matmul_mode
+        )
 
     def layer(self, il: int, x: str) -> str:
         c = self.cfg
@@ -87,14 +90,25 @@ class _Builder:
         swa = c.is_swa_layer(il)
         base = c.rope_base_swa if swa else c.rope_base
         freq_scale = 1.0 if swa else c.rope_freq_scale
-        rope = dict(head_dim=c.head_dim, n_dims=c.rope_dims, base=base,
-                    freq_scale=freq_scale, style=c.rope_style.value)
+        rope = dict(
+            head_dim=c.head_dim,
+            n_dims=c.rope_dims,
+            base=base,
+            freq_scale=freq_scale,
+            style=c.rope_style.value,
+        )
         q = self.add("RoPE", [q, "pos"], f"{p}.q_rope", **rope)
         k = self.add("RoPE", [k, "pos"], f"{p}.k_rope", **rope)
         scales = dict(q_scale=c.scale, scale=1.0) if c.q_prescale else dict(scale=c.scale)
-        a = self.add("KVAttention", [q, k, v, f"k_cache.{il}", f"v_cache.{il}", "pos"],
-                     f"{p}.attn", head_dim=c.head_dim, window=c.sliding_window if swa else 0,
-                     kv_f16=int(self.opts.kv_f16), **scales)
+        a = self.add(
+            "KVAttention",
+            [q, k, v, f"k_cache.{il}", f"v_cache.{il}", "pos"],
+            f"{p}.attn",
+            head_dim=c.head_dim,
+            window=c.sliding_window if swa else 0,
+            kv_f16=int(self.opts.kv_f16),
+            **scales,
+        )
         o = self.linear(a, self.w(f"{p}.attn_output.weight"), f"{p}.attn_out")
         if c.post_norms:
             o = self.norm(o, self.w(f"{p}.post_attention_norm.weight"), f"{p}.attn_post_norm")
@@ -112,9 +126,15 @@ class _Builder:
         return self.add("Add", [x, d], f"{p}.out", domain="")
 
 
-def build_llm_graph(cfg: ModelConfig, weights: Mapping[str, Any], *, n_ctx: int,
-                    last_only: bool = True, name: str = "llm",
-                    options: GraphOptions | None = None) -> Graph:
+def build_llm_graph(
+    cfg: ModelConfig,
+    weights: Mapping[str, Any],
+    *,
+    n_ctx: int,
+    last_only: bool = True,
+    name: str = "llm",
+    options: GraphOptions | None = None,
+) -> Graph:
     """The whole decoder as a Graph; `weights` maps GGUF tensor names to prepared weights."""
     b = _Builder(cfg, weights, options or GraphOptions())
     emb = b.w("token_embd.weight")
@@ -130,11 +150,20 @@ def build_llm_graph(cfg: ModelConfig, weights: Mapping[str, Any], *, n_ctx: int,
     if capped:
         logits = b.add("Softcap", [logits], "logits", cap=cfg.final_softcap)
     cache = TensorType(FLOAT, (n_ctx, cfg.n_head_kv, cfg.head_dim))
-    inputs = [ValueInfo("tokens", TensorType(INT64, ("T",))), ValueInfo("pos", TensorType(INT64, ()))]
+    inputs = [
+        ValueInfo("tokens", TensorType(INT64, ("T",))),
+        ValueInfo("pos", TensorType(INT64, ())),
+    ]
     for il in range(cfg.n_layer):
         inputs += [ValueInfo(f"k_cache.{il}", cache), ValueInfo(f"v_cache.{il}", cache)]
     rows = 1 if last_only else "T"
     outputs = [ValueInfo(logits, TensorType(FLOAT, (rows, cfg.n_vocab)))]
-    return Graph(tuple(b.nodes), tuple(inputs), tuple(outputs), b.inits,
-                 opset_imports={"": 21, D: 1}, name=name,
-                 metadata={"producer_name": "onnxexec (GGUF loader)"})
+    return Graph(
+        tuple(b.nodes),
+        tuple(inputs),
+        tuple(outputs),
+        b.inits,
+        opset_imports={"": 21, D: 1},
+        name=name,
+        metadata={"producer_name": "onnxexec (GGUF loader)"},
+    )

@@ -27,12 +27,13 @@ def describe_gguf(path: str, show_graph: bool = False) -> list[str]:
     types = Counter(t.ggml_type.name for t in f.tensors.values())
     total = sum(t.n_bytes for t in f.tensors.values())
     n_params = sum(int(np.prod(t.shape)) for t in f.tensors.values())
-    lines.append(f"tensors: {len(f.tensors)}, {n_params:,} parameters, {total / 1e6:.1f} MB "
-                 f"({', '.join(f'{n} {k}' for k, n in types.most_common())})")
+    lines.append(
+        f"tensors: {len(f.tensors)}, {n_params:,} parameters, {total / 1e6:.1f} MB "
+        f"({', '.join(f'{n} {k}' for k, n in types.most_common())})"
+    )
     lines.append(f"  {'name':<32}{'type':<8}{'shape':<20}{'bytes':>12}")
     for t in f.tensors.values():
-        lines.append(f"  {t.name:<32}{t.ggml_type.name:<8}{str(list(t.shape)):<20}"
-                     f"{t.n_bytes:>12,}")
+        lines.append(f"  {t.name:<32}{t.ggml_type.name:<8}{list(t.shape)!s:<20}{t.n_bytes:>12,}")
     if show_graph:
         from onnxexec.ir.printer import format_graph
         from onnxexec.llm.config import config_from_metadata

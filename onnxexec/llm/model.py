@@ -51,9 +51,15 @@ class LLM:
     shares a prefix only evaluates the rest (see `reuse_prefix`).
     """
 
-    def __init__(self, path: str | os.PathLike, n_ctx: int | None = None, threads: int = 0,
-                 n_batch: int = 512, options: GraphOptions | None = None,
-                 warmup: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        n_ctx: int | None = None,
+        threads: int = 0,
+        n_batch: int = 512,
+        options: GraphOptions | None = None,
+        warmup: bool = True,
+    ) -> None:
         from onnxexec.llm.tokenizer import load_tokenizer
 
         self.path = str(path)
@@ -71,7 +77,8 @@ class LLM:
         self.n_batch = n_batch
         self.options = options or GraphOptions()
         self.weights = {name: prepare_tensor(t) for name, t in self.gguf.tensors.items()}
-        fuse_weights(self.weights, c.n_layer)  # Q|K|V, gate|up stacked (views; exact)
+        if self.options.fuse:
+            fuse_weights(self.weights, c.n_layer)  # Q|K|V, gate|up stacked (views; exact)
         self.tokenizer = load_tokenizer(md)
         self._plans: dict[bool, GraphPlan] = {}
         shape = (self.n_ctx, c.n_head_kv, c.head_dim)
@@ -96,9 +103,17 @@ class LLM:
     def plan(self, last_only: bool = True) -> GraphPlan:
         """The planned graph (built on first use; weights are shared between the two)."""
         if last_only not in self._plans:
-            g = build_llm_graph(self.config, self.weights, n_ctx=self.n_ctx, last_only=last_only,
-                                name=os.path.basename(self.path), options=self.options)
-            self._plans[last_only] = plan_graph(fuse_graph(g))  # layer-sized ops, exact
+            g = build_llm_graph(
+                self.config,
+                self.weights,
+                n_ctx=self.n_ctx,
+                last_only=last_only,
+                name=os.path.basename(self.path),
+                options=self.options,
+            )
+            if self.options.fuse:
+                g = fuse_graph(g)  # layer-sized ops, exact
+            self._plans[last_only] = plan_graph(g)
         return self._plans[last_only]
 
     @property
@@ -130,12 +145,13 @@ class LLM:
         if not toks:
             raise ValueError("eval needs at least one token")
         if self.n_past + len(toks) > self.n_ctx:
-            raise ValueError(f"context full: {self.n_past} cached + {len(toks)} new tokens "
-                             f"> n_ctx {self.n_ctx}")
+            raise ValueError(
+                f"context full: {self.n_past} cached + {len(toks)} new tokens > n_ctx {self.n_ctx}"
+            )
         plan = self.plan(last_only=not all_logits)
         outs = []
         for start in range(0, len(toks), self.n_batch):
-            chunk = toks[start:start + self.n_batch]
+            chunk = toks[start : start + self.n_batch]
             last_chunk = start + self.n_batch >= len(toks)
             feeds = self._feeds
             feeds["tokens"] = np.asarray(chunk, dtype=np.int64)
@@ -148,8 +164,11 @@ class LLM:
 
     def save_state(self) -> CacheState:
         n = self.n_past
-        return CacheState(list(self.tokens), [k[:n].copy() for k in self.k_cache],
-                          [v[:n].copy() for v in self.v_cache])
+        return CacheState(
+            list(self.tokens),
+            [k[:n].copy() for k in self.k_cache],
+            [v[:n].copy() for v in self.v_cache],
+        )
 
     def load_state(self, state: CacheState) -> None:
         n = len(state.tokens)

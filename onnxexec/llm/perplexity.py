@@ -39,8 +39,9 @@ def _log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return x[np.arange(len(targets)), targets] - lse
 
 
-def perplexity(llm: LLM, text: str, n_ctx: int = 512,
-               on_chunk: Callable[[ChunkResult], None] | None = None) -> float:
+def perplexity(
+    llm: LLM, text: str, n_ctx: int = 512, on_chunk: Callable[[ChunkResult], None] | None = None
+) -> float:
     """exp(mean NLL) over the scored halves of every full chunk."""
     if n_ctx > llm.n_ctx:
         raise ValueError(f"--ctx {n_ctx} exceeds the model context {llm.n_ctx}")
@@ -48,8 +49,9 @@ def perplexity(llm: LLM, text: str, n_ctx: int = 512,
     ids = tok.encode(text, add_special=True, parse_special=False)
     n_chunks = len(ids) // n_ctx
     if len(ids) < 2 * n_ctx:
-        raise ValueError(f"text has {len(ids)} tokens; need at least {2 * n_ctx} "
-                         f"(2 * ctx, as llama-perplexity)")
+        raise ValueError(
+            f"text has {len(ids)} tokens; need at least {2 * n_ctx} (2 * ctx, as llama-perplexity)"
+        )
     nll_sum, count = 0.0, 0
     for res in _chunks(llm, ids, n_ctx, n_chunks):
         nll_sum += res.nll_sum
@@ -63,11 +65,11 @@ def _chunks(llm: LLM, ids: list[int], n_ctx: int, n_chunks: int) -> Iterator[Chu
     first = n_ctx // 2
     add_bos = bool(getattr(llm.tokenizer, "add_bos", False))
     for i in range(n_chunks):
-        chunk = ids[i * n_ctx:(i + 1) * n_ctx]
+        chunk = ids[i * n_ctx : (i + 1) * n_ctx]
         if add_bos:
             chunk = [llm.tokenizer.bos_id, *chunk[1:]]
         llm.reset()
         logits = llm.eval(chunk, all_logits=True)
-        targets = np.asarray(chunk[first + 1:], dtype=np.int64)
-        lp = _log_softmax_at(logits[first:n_ctx - 1], targets)
+        targets = np.asarray(chunk[first + 1 :], dtype=np.int64)
+        lp = _log_softmax_at(logits[first : n_ctx - 1], targets)
         yield ChunkResult(i, float(-lp.sum()), len(targets))

@@ -44,10 +44,11 @@ def apply_penalties(logits: np.ndarray, recent: Sequence[int], p: SamplingParams
     """In place, as llama_sampler_penalties: each distinct recent token once for the
     repeat penalty (divide positive logits, multiply negative ones), then subtract
     count * frequency + presence."""
-    if not recent or (p.repeat_penalty == 1.0 and not p.presence_penalty
-                      and not p.frequency_penalty):
+    if not recent or (
+        p.repeat_penalty == 1.0 and not p.presence_penalty and not p.frequency_penalty
+    ):
         return
-    window = recent[-p.penalty_last_n:] if p.penalty_last_n > 0 else recent
+    window = recent[-p.penalty_last_n :] if p.penalty_last_n > 0 else recent
     for tok, count in Counter(window).items():
         v = logits[tok]
         v = v / p.repeat_penalty if v > 0 else v * p.repeat_penalty

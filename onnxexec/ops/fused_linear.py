@@ -79,6 +79,7 @@ def fused_conv(
     x: np.ndarray,
     w: np.ndarray,
     b: np.ndarray | None = None,
+    z: np.ndarray | None = None,
     *,
     auto_pad: str = "NOTSET",
     dilations: tuple[int, ...] | None = None,
@@ -90,15 +91,15 @@ def fused_conv(
     alpha: float = 0.0,
     beta: float = 0.0,
 ) -> np.ndarray:
-    """act(Conv(X, W, B)) with Conv's attributes: X (N, C, D...), W (M, C/group, K...)."""
+    """act(Conv(X, W, B) + Z) with Conv's attributes: X (N, C, D...), W (M, C/group, K...),
+    Z an optional residual of the output's shape."""
     g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    fast = x.ndim == 4 and x.dtype == F32 and w.dtype == F32 and (b is None or b.dtype == F32)
+    shapes_ok = x.shape[1] == w.shape[1] * group and w.shape[0] % group == 0
     if (
-        x.ndim == 4
-        and x.dtype == F32
-        and w.dtype == F32
-        and x.shape[1] == w.shape[1] * group
-        and w.shape[0] % group == 0
-        and (b is None or b.dtype == F32)
+        fast
+        and shapes_ok
+        and (z is None or (z.dtype == F32 and z.shape == (x.shape[0], w.shape[0], *g.out)))
     ):
         return conv2d(
             x,
@@ -112,7 +113,10 @@ def fused_conv(
             _code(activation),
             alpha,
             beta,
+            z,
         )
     y = conv_nd(x, w, b, group=group, g=g, dt=_compute_dtype(x.dtype))
     y = np.ascontiguousarray(y.astype(x.dtype, copy=False))
+    if z is not None:
+        y = y + z
     return activate(y, activation, alpha, beta)

@@ -42,8 +42,9 @@ def q_embedding(ids: np.ndarray, w: QWeight | np.ndarray, *, scale: float = 1.0)
 
 
 @op("QMatMul", 1, domain=D)
-def q_matmul(x: np.ndarray, w: QWeight | np.ndarray, bias: np.ndarray | None = None, *,
-             mode: str = "auto") -> np.ndarray:
+def q_matmul(
+    x: np.ndarray, w: QWeight | np.ndarray, bias: np.ndarray | None = None, *, mode: str = "auto"
+) -> np.ndarray:
     """(T, K) f32 @ (N, K)^T -> (T, N) f32 (+ bias (N,)); `mode` as qmatmul's
     ("int8" quantizes activations like llama.cpp at every T)."""
     y = qmatmul(x, w, mode=mode) if isinstance(w, QWeight) else np.matmul(x, w.T)
@@ -53,8 +54,7 @@ def q_matmul(x: np.ndarray, w: QWeight | np.ndarray, bias: np.ndarray | None = N
 
 
 @op("RMSNorm", 1, domain=D)
-def rms_norm(x: np.ndarray, w: np.ndarray, *, epsilon: float = 1e-5,
-             group: int = 0) -> np.ndarray:
+def rms_norm(x: np.ndarray, w: np.ndarray, *, epsilon: float = 1e-5, group: int = 0) -> np.ndarray:
     """x / sqrt(mean(x^2) + eps) * w over the last axis, or over each `group`-wide slice
     of it (per-head Q/K norm). (T, W) f32 -> (T, W) f32.
 
@@ -65,8 +65,16 @@ def rms_norm(x: np.ndarray, w: np.ndarray, *, epsilon: float = 1e-5,
 
 
 @op("RoPE", 1, domain=D)
-def rope(x: np.ndarray, pos: np.ndarray, *, head_dim: int, n_dims: int = 0,
-         base: float = 10000.0, freq_scale: float = 1.0, style: str = "norm") -> np.ndarray:
+def rope(
+    x: np.ndarray,
+    pos: np.ndarray,
+    *,
+    head_dim: int,
+    n_dims: int = 0,
+    base: float = 10000.0,
+    freq_scale: float = 1.0,
+    style: str = "norm",
+) -> np.ndarray:
     """Rotary embedding of (T, H*Dh) f32 at positions pos..pos+T-1.
 
     style 'norm' rotates adjacent pairs (x[2i], x[2i+1]) (GGUF llama: Q/K rows were
@@ -78,8 +86,10 @@ def rope(x: np.ndarray, pos: np.ndarray, *, head_dim: int, n_dims: int = 0,
         raise ValueError(f"unknown RoPE style '{style}'")
     n_dims = n_dims or head_dim
     if n_dims % 2 or n_dims > head_dim or x.shape[-1] % head_dim:
-        raise ValueError(f"RoPE: n_dims {n_dims} must be even and <= head_dim {head_dim}, "
-                         f"width {x.shape[-1]} a multiple of head_dim")
+        raise ValueError(
+            f"RoPE: n_dims {n_dims} must be even and <= head_dim {head_dim}, "
+            f"width {x.shape[-1]} a multiple of head_dim"
+        )
     cos, sin = rope_cache(int(pos), x.shape[0], n_dims, base, freq_scale)
     return rope_rotate(x, cos, sin, head_dim, n_dims, style == "neox")
 
@@ -89,10 +99,21 @@ def _to_f16(a: np.ndarray) -> np.ndarray:
 
 
 @op("KVAttention", 1, domain=D)
-def kv_attention_op(q: np.ndarray, k: np.ndarray, v: np.ndarray, k_cache: np.ndarray,
-                    v_cache: np.ndarray, pos: np.ndarray, *, head_dim: int,
-                    scale: float = 0.0, q_scale: float = 1.0, window: int = 0,
-                    softcap: float = 0.0, kv_f16: int = 0) -> np.ndarray:
+def kv_attention_op(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    k_cache: np.ndarray,
+    v_cache: np.ndarray,
+    pos: np.ndarray,
+    *,
+    head_dim: int,
+    scale: float = 0.0,
+    q_scale: float = 1.0,
+    window: int = 0,
+    softcap: float = 0.0,
+    kv_f16: int = 0,
+) -> np.ndarray:
     """Write k, v (T, Hkv*Dh) into the (C, Hkv, Dh) caches at pos (in place: the caches
     are the model's preallocated buffers), then attend q (T, H*Dh) over [0, pos+T).
 
@@ -107,10 +128,18 @@ def kv_attention_op(q: np.ndarray, k: np.ndarray, v: np.ndarray, k_cache: np.nda
         q = q * np.float32(q_scale)
     k = k.reshape(T, -1, head_dim)
     v = v.reshape(T, -1, head_dim)
-    k_cache[p:p + T] = _to_f16(k) if kv_f16 else k
-    v_cache[p:p + T] = _to_f16(v) if kv_f16 else v
-    return kv_attention(q, k_cache, v_cache, p, scale or 1.0 / math.sqrt(head_dim), window,
-                        softcap, ggml=bool(kv_f16))
+    k_cache[p : p + T] = _to_f16(k) if kv_f16 else k
+    v_cache[p : p + T] = _to_f16(v) if kv_f16 else v
+    return kv_attention(
+        q,
+        k_cache,
+        v_cache,
+        p,
+        scale or 1.0 / math.sqrt(head_dim),
+        window,
+        softcap,
+        ggml=bool(kv_f16),
+    )
 
 
 def gelu_tanh(x: np.ndarray, f16_table: bool) -> np.ndarray:
@@ -121,8 +150,11 @@ def gelu_tanh(x: np.ndarray, f16_table: bool) -> np.ndarray:
         y = gelu_f16_table()[x.astype(np.float16).view(np.uint16)]
         return np.where(x <= -10.0, np.float32(0.0), np.where(x >= 10.0, x, y))
     c = np.float32(math.sqrt(2.0 / math.pi))
-    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(
-        c * x * (np.float32(1.0) + np.float32(0.044715) * x * x)))
+    return (
+        np.float32(0.5)
+        * x
+        * (np.float32(1.0) + np.tanh(c * x * (np.float32(1.0) + np.float32(0.044715) * x * x)))
+    )
 
 
 @op("GatedAct", 1, domain=D)

@@ -17,17 +17,19 @@ composes the ops/llm.py handlers, around the same fused matmuls.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 from onnxexec.kernels.attention import ggml_n_kv
-from onnxexec.kernels.llm_fused import norm_quant, rope_attend_one, swiglu_quant
+from onnxexec.kernels.actquant import quantize_act
+from onnxexec.kernels.llm_fused import ATTEND_ONE, norm_quant, rope_store_one, swiglu_quant
 from onnxexec.kernels.qmatmul import QWeight, int8_path, qmatmul_q
 from onnxexec.ops.llm import gated_act, kv_attention_op, q_matmul, rms_norm, rope
 from onnxexec.ops.registry import op
 
 D = "onnxexec"
+PAR_MIN_ATTN: Final = 1 << 14  # query width x cells from which heads run in parallel
 
 
 def _all_int8(ws: tuple[Any, ...], t_rows: int, mode: str) -> bool:
@@ -90,12 +92,16 @@ def attn_block(x: np.ndarray, norm_w: np.ndarray, wq: Any, wk: Any, wv: Any, wo:
             qkv, offs = base_arr, (wq.col0, wk.col0, wv.col0)
         else:
             qkv, offs = np.concatenate([q, k, v], axis=1), (0, q.shape[1], q.shape[1] + k.shape[1])
+        qr = np.empty(q.shape[1], np.float32)
+        rope_store_one(qkv, *offs, k_cache, v_cache, p, head_dim, nd, np.float32(base),
+                       np.float32(freq_scale), style == "neox", qr)
         a = np.empty((1, q.shape[1]), np.float32)
-        aq = rope_attend_one(
-            qkv, *offs, k_cache, v_cache, p, head_dim, nd, np.float32(base),
-            np.float32(freq_scale), style == "neox", np.float32(q_scale), np.float32(sc),
-            window, np.float32(softcap), ggml_n_kv(p, 1, k_cache.shape[0]), a)
-        o = qmatmul_q(aq[0], aq[1], wo, np.empty((1, wo.shape[0]), np.float32))
+        span = p + 1 if not window else min(window, p + 1)
+        kern = ATTEND_ONE[0] if q.shape[1] * span >= PAR_MIN_ATTN else ATTEND_ONE[1]
+        kern(qr, k_cache, v_cache, p, np.float32(q_scale), np.float32(sc), window,
+             np.float32(softcap), ggml_n_kv(p, 1, k_cache.shape[0]), a)
+        aq, ast = quantize_act(a)
+        o = qmatmul_q(aq, ast, wo, np.empty((1, wo.shape[0]), np.float32))
         return x + o
     q, k, v = _products(h, quant, (wq, wk, wv), mode)
     rope_kw = dict(head_dim=head_dim, n_dims=n_dims, base=base, freq_scale=freq_scale,

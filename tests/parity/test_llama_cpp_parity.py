@@ -40,9 +40,21 @@ SMOL = json.loads((FIXTURES / "smollm2_q4_1.json").read_text())
 # Logit tolerance per weight type: Q4_0 is bit-exact (the fixtures round to 1e-5);
 # the others are regression bounds (~2x the current worst case) until qmatmul sums
 # in ggml's order for them too.
-TOL = {"Q4_0": 1e-4, "F32": 5e-3, "F16": 3e-2, "BF16": 0.15, "Q8_0": 0.15, "Q5_0": 0.15,
-       "Q4_1": 0.25, "Q5_1": 0.25, "Q4_K": 1.0, "Q5_K": 1.5, "Q6_K": 1.2, "Q3_K": 1.0,
-       "Q2_K": 2.0}
+TOL = {
+    "Q4_0": 1e-4,
+    "F32": 5e-3,
+    "F16": 3e-2,
+    "BF16": 0.15,
+    "Q8_0": 0.15,
+    "Q5_0": 0.15,
+    "Q4_1": 0.25,
+    "Q5_1": 0.25,
+    "Q4_K": 1.0,
+    "Q5_K": 1.5,
+    "Q6_K": 1.2,
+    "Q3_K": 1.0,
+    "Q2_K": 2.0,
+}
 EXACT_TYPES = {"Q4_0"}
 SMOL_TOL = 1.0
 
@@ -81,7 +93,7 @@ def _teacher_forced_mismatches(llm, rec: dict, tol: float) -> list[int]:
     """Steps where llama.cpp's choice was clear (gap > 2 tol) but our argmax differs."""
     ids, greedy = rec["prompt_ids"], rec["greedy_ids"]
     llm.reset()
-    logits = llm.eval(ids + greedy[:-1], all_logits=True)[len(ids) - 1:]
+    logits = llm.eval(ids + greedy[:-1], all_logits=True)[len(ids) - 1 :]
     bad = []
     for i, (tok, (top1, top2)) in enumerate(zip(greedy, rec["greedy_top2"], strict=True)):
         if top1 - top2 > 2 * tol and int(np.argmax(logits[i])) != tok:
@@ -113,12 +125,18 @@ def test_tiny_model(key, tiny_dir, request, parity_report):
     assert ids == rec["prompt_ids"]
     greedy, prompt_logits = _greedy(llm, ids, TINY["n_greedy"])
     worst = _check_top5(prompt_logits, rec, TOL[wtype])
-    parity_report(f"llama.cpp {key}", max_logit_diff=worst,
-                  greedy_equal=f"{_n_equal(greedy, rec['greedy_ids'])}/{len(greedy)}")
+    parity_report(
+        f"llama.cpp {key}",
+        max_logit_diff=worst,
+        greedy_equal=f"{_n_equal(greedy, rec['greedy_ids'])}/{len(greedy)}",
+    )
     assert _teacher_forced_mismatches(llm, rec, TOL[wtype]) == []
     if greedy != rec["greedy_ids"] and wtype not in EXACT_TYPES:
-        request.applymarker(pytest.mark.xfail(
-            reason=f"{wtype} qmatmul does not yet sum in ggml's order", strict=False))
+        request.applymarker(
+            pytest.mark.xfail(
+                reason=f"{wtype} qmatmul does not yet sum in ggml's order", strict=False
+            )
+        )
     assert greedy == rec["greedy_ids"]
 
 
@@ -141,19 +159,28 @@ def test_smollm2_prompt_ids_and_teacher_forced_greedy(smollm2):
     assert _teacher_forced_mismatches(smollm2, SMOL, SMOL_TOL) == []
 
 
-@pytest.mark.xfail(reason="Q4_1/Q8_0 qmatmul does not yet sum in ggml's order (a kernel "
-                   "that does gives 64/64 and logits within 1e-5)", strict=False)
+@pytest.mark.xfail(
+    reason="Q4_1/Q8_0 qmatmul does not yet sum in ggml's order (a kernel "
+    "that does gives 64/64 and logits within 1e-5)",
+    strict=False,
+)
 def test_smollm2_64_greedy_tokens(smollm2, parity_report):
     smollm2.reset()
     greedy, prompt_logits = _greedy(smollm2, SMOL["prompt_ids"], SMOL["n_greedy"])
-    worst = max(float(np.abs(prompt_logits[int(p)][t["ids"]] - np.asarray(t["values"])).max())
-                for p, t in SMOL["prompt_top5"].items())
-    parity_report("llama.cpp SmolLM2-135M Q4_1", max_logit_diff=worst,
-                  greedy_equal=f"{_n_equal(greedy, SMOL['greedy_ids'])}/{len(greedy)}")
+    worst = max(
+        float(np.abs(prompt_logits[int(p)][t["ids"]] - np.asarray(t["values"])).max())
+        for p, t in SMOL["prompt_top5"].items()
+    )
+    parity_report(
+        "llama.cpp SmolLM2-135M Q4_1",
+        max_logit_diff=worst,
+        greedy_equal=f"{_n_equal(greedy, SMOL['greedy_ids'])}/{len(greedy)}",
+    )
     assert worst <= 1e-4 and greedy == SMOL["greedy_ids"]
 
 
 # ---- live llama.cpp -------------------------------------------------------------
+
 
 def _need_llama_cpp() -> None:
     if importlib.util.find_spec("llama_cpp") is None:

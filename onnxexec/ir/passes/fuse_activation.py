@@ -1,5 +1,6 @@
-"""Conv -> onnxexec::FusedConv, then FusedMatMul / FusedConv followed by an activation
--> the same node with `activation` set (float32 only).
+"""Conv -> onnxexec::FusedConv (+ a residual Add of the same shape as its 4th input),
+then FusedMatMul / FusedConv followed by an activation -> the same node with
+`activation` set (float32 only).
 
 Activations: Relu, Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish, Clip with
 constant bounds (ReLU6), Gelu-20 / FusedGelu without bias (erf or tanh), and SiLU
@@ -55,9 +56,33 @@ def _activation(ed: GraphEditor, act: Node) -> tuple[str, float, float] | None:
     return None
 
 
+def _conv_residual(g: Graph) -> Graph:
+    """FusedConv -> Add(other) of the same shape -> FusedConv(x, w, b, other): the
+    residual is added in the conv's epilogue (ResNet's and MobileNetV2's skip Adds)."""
+    facts = facts_of(g)
+    ed = GraphEditor(g)
+    for n in ed.nodes:
+        if n.domain != D or n.op_type != "FusedConv" or len(n.inputs) > 3:
+            continue
+        if n.attrs.get("activation", ""):
+            continue
+        add = only_consumer(ed, n.outputs[0], "Add")
+        other = other_input(add, n.outputs[0]) if add is not None else None
+        if other is None or other == n.outputs[0] or ed.const(other) is not None:
+            continue
+        fy, fo = facts.get(n.outputs[0]), facts.get(other)
+        if fy is None or fo is None or fy.shape is None or fy.shape != fo.shape:
+            continue
+        if not is_float32(facts, other) or not ed.claim([n, add]):
+            continue
+        ins = (*n.inputs, *([""] * (3 - len(n.inputs))), other)
+        ed.replace([n, add], add, Node("FusedConv", ins, add.outputs, n.attrs, n.name, D))
+    return ed.build() if ed.changed else g
+
+
 def fuse_activation(g: Graph) -> Graph:
     """`g` with activations folded into the FusedMatMul / FusedConv before them."""
-    g = _conv_to_fused(g)
+    g = _conv_residual(_conv_to_fused(g))
     ed = GraphEditor(g)
     for n in ed.nodes:
         if n.domain != D or n.op_type not in ("FusedMatMul", "FusedConv"):

@@ -14,6 +14,7 @@ from onnxexec.ir.passes.fuse_gelu import fuse_gelu
 from onnxexec.ir.passes.fuse_layernorm import fuse_layernorm
 from onnxexec.ir.passes.fuse_matmul import fuse_matmul
 from onnxexec.ir.passes.fuse_skip_norm import fuse_skip_norm
+from onnxexec.ir.passes.prepack import prepack
 
 EXTENDED: list[Callable[[Graph], Graph]] = [
     fold_batchnorm,
@@ -24,4 +25,4 @@ EXTENDED: list[Callable[[Graph], Graph]] = [
     fuse_activation,
     fuse_skip_norm,
 ]
-LAYOUT: list[Callable[[Graph], Graph]] = []
+LAYOUT: list[Callable[[Graph], Graph]] = [prepack]

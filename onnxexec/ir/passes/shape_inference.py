@@ -112,5 +112,6 @@ def infer_shapes(g: Graph, outer: dict[str, Facts] | None = None) -> dict[str, F
 
 
 # Import the rule modules for their registrations (after RULES exists).
+from onnxexec.ir.passes import shape_rules, shape_rules_nn  # noqa: E402, F401
 
 __all__ = ["RULES", "UNKNOWN", "Facts", "const_facts", "infer_shapes", "rule"]

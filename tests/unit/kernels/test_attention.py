@@ -37,8 +37,13 @@ def reference(q, kc, vc, pos, scale, window=0, softcap=0.0, f16=False):
 
 @pytest.mark.parametrize(
     ("T", "pos", "H", "Hkv", "window", "softcap"),
-    [(1, 0, 2, 2, 0, 0.0), (5, 3, 4, 2, 0, 0.0), (1, 9, 6, 2, 0, 0.0), (6, 4, 4, 1, 3, 0.0),
-     (3, 2, 4, 4, 0, 5.0)],
+    [
+        (1, 0, 2, 2, 0, 0.0),
+        (5, 3, 4, 2, 0, 0.0),
+        (1, 9, 6, 2, 0, 0.0),
+        (6, 4, 4, 1, 3, 0.0),
+        (3, 2, 4, 4, 0, 5.0),
+    ],
 )
 def test_matches_reference(T, pos, H, Hkv, window, softcap):
     rng = np.random.default_rng(0)
@@ -47,8 +52,9 @@ def test_matches_reference(T, pos, H, Hkv, window, softcap):
     kc = rng.standard_normal((C, Hkv, Dh)).astype(np.float32)
     vc = rng.standard_normal((C, Hkv, Dh)).astype(np.float32)
     got = kv_attention(q, kc, vc, pos, 0.35, window, softcap)
-    np.testing.assert_allclose(got, reference(q, kc, vc, pos, 0.35, window, softcap),
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        got, reference(q, kc, vc, pos, 0.35, window, softcap), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_rejects_overflowing_cache_and_bad_dtype():

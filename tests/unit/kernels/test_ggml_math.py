@@ -25,8 +25,6 @@ def ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def expf_all(x: np.ndarray) -> np.ndarray:
-    out = gm.silu_mul(np.zeros_like(x), np.zeros_like(x))  # compile check only
-    assert not out.any()
     return np.array([gm.expf(np.float32(v)) for v in x], np.float32)
 
 
@@ -50,8 +48,7 @@ def test_silu_mul():
     x = (4 * RNG.standard_normal(1000)).astype(np.float32)
     g = RNG.standard_normal(1000).astype(np.float32)
     xd = x.astype(np.float64)
-    np.testing.assert_allclose(gm.silu_mul(x, g), xd / (1 + np.exp(-xd)) * g, rtol=2e-6,
-                               atol=1e-7)
+    np.testing.assert_allclose(gm.silu_mul(x, g), xd / (1 + np.exp(-xd)) * g, rtol=2e-6, atol=1e-7)
     with pytest.raises(ValueError, match="float32"):
         gm.silu_mul(x, g[:10])
 

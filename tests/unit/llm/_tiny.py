@@ -39,9 +39,17 @@ def vocab() -> tuple[list[str], list[int]]:
     return tokens, types
 
 
-def write_tiny_gguf(path: Path, arch: str = "llama", seed: int = 0, n_layer: int = 2,
-                    window: int = 0, softcap: float = 0.0) -> Path:
-    """Random float32 weights at scales that keep logits spread over a few units."""
+def write_tiny_gguf(
+    path: Path,
+    arch: str = "llama",
+    seed: int = 0,
+    n_layer: int = 2,
+    window: int = 0,
+    softcap: float = 0.0,
+    wtype: str = "F32",
+) -> Path:
+    """Random weights at scales that keep logits spread over a few units; matrices
+    stored as `wtype` (F32, or a type gguf-py can quantize: Q4_0, Q8_0, ...)."""
     rng = np.random.default_rng(seed)
     tokens, types = vocab()
     n_vocab = len(tokens)
@@ -69,6 +77,15 @@ def write_tiny_gguf(path: Path, arch: str = "llama", seed: int = 0, n_layer: int
     w.add_eos_token_id(2)
     w.add_add_bos_token(arch in ("llama", "gemma3"))
 
+    qtype = gguf.GGMLQuantizationType[wtype]
+
+    def put(name: str, x: np.ndarray) -> None:
+        """Matrices in `wtype` (gguf-py's quantizer), vectors in F32."""
+        if x.ndim == 2 and wtype != "F32":
+            w.add_tensor(name, gguf.quants.quantize(x, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(name, x)
+
     def mat(rows: int, k: int, gain: float = 1.0) -> np.ndarray:
         return (rng.standard_normal((rows, k)) * gain / math.sqrt(k)).astype(np.float32)
 
@@ -76,30 +93,29 @@ def write_tiny_gguf(path: Path, arch: str = "llama", seed: int = 0, n_layer: int
         return (mean + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
     qd, kvd = N_HEAD * HEAD_DIM, N_HEAD_KV * HEAD_DIM
-    w.add_tensor("token_embd.weight", (0.5 * rng.standard_normal((n_vocab, N_EMBD))).astype(
-        np.float32))
+    put("token_embd.weight", (0.5 * rng.standard_normal((n_vocab, N_EMBD))).astype(np.float32))
     for il in range(n_layer):
         p = f"blk.{il}"
-        w.add_tensor(f"{p}.attn_norm.weight", vec(N_EMBD))
+        put(f"{p}.attn_norm.weight", vec(N_EMBD))
         for name, rows in (("q", qd), ("k", kvd), ("v", kvd)):
-            w.add_tensor(f"{p}.attn_{name}.weight", mat(rows, N_EMBD, 2.0))
+            put(f"{p}.attn_{name}.weight", mat(rows, N_EMBD, 2.0))
             if arch == "qwen2":
-                w.add_tensor(f"{p}.attn_{name}.bias", vec(rows, 0.0))
+                put(f"{p}.attn_{name}.bias", vec(rows, 0.0))
         if arch in ("qwen3", "gemma3"):
-            w.add_tensor(f"{p}.attn_q_norm.weight", vec(HEAD_DIM))
-            w.add_tensor(f"{p}.attn_k_norm.weight", vec(HEAD_DIM))
-        w.add_tensor(f"{p}.attn_output.weight", mat(N_EMBD, qd))
+            put(f"{p}.attn_q_norm.weight", vec(HEAD_DIM))
+            put(f"{p}.attn_k_norm.weight", vec(HEAD_DIM))
+        put(f"{p}.attn_output.weight", mat(N_EMBD, qd))
         if arch == "gemma3":
-            w.add_tensor(f"{p}.post_attention_norm.weight", vec(N_EMBD))
-        w.add_tensor(f"{p}.ffn_norm.weight", vec(N_EMBD))
-        w.add_tensor(f"{p}.ffn_gate.weight", mat(N_FF, N_EMBD, 1.5))
-        w.add_tensor(f"{p}.ffn_up.weight", mat(N_FF, N_EMBD))
-        w.add_tensor(f"{p}.ffn_down.weight", mat(N_EMBD, N_FF))
+            put(f"{p}.post_attention_norm.weight", vec(N_EMBD))
+        put(f"{p}.ffn_norm.weight", vec(N_EMBD))
+        put(f"{p}.ffn_gate.weight", mat(N_FF, N_EMBD, 1.5))
+        put(f"{p}.ffn_up.weight", mat(N_FF, N_EMBD))
+        put(f"{p}.ffn_down.weight", mat(N_EMBD, N_FF))
         if arch == "gemma3":
-            w.add_tensor(f"{p}.post_ffw_norm.weight", vec(N_EMBD))
-    w.add_tensor("output_norm.weight", vec(N_EMBD))
+            put(f"{p}.post_ffw_norm.weight", vec(N_EMBD))
+    put("output_norm.weight", vec(N_EMBD))
     if arch in ("llama", "qwen3"):
-        w.add_tensor("output.weight", mat(n_vocab, N_EMBD, 4.0))
+        put("output.weight", mat(n_vocab, N_EMBD, 4.0))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -113,10 +129,17 @@ class Reference:
     def __init__(self, path: Path) -> None:
         r = gguf.GGUFReader(path)
         self.arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
-        self.t = {t.name: np.array(t.data, dtype=np.float64) for t in r.tensors}
-        f = {k: v.parts[v.data[0]][0] for k, v in r.fields.items()
-             if v.types and v.types[0] != gguf.GGUFValueType.ARRAY
-             and v.types[0] != gguf.GGUFValueType.STRING}
+        self.t = {
+            t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
+            for t in r.tensors
+        }
+        f = {
+            k: v.parts[v.data[0]][0]
+            for k, v in r.fields.items()
+            if v.types
+            and v.types[0] != gguf.GGUFValueType.ARRAY
+            and v.types[0] != gguf.GGUFValueType.STRING
+        }
         a = self.arch
         self.n_layer = int(f[f"{a}.block_count"])
         self.eps = float(f[f"{a}.attention.layer_norm_rms_epsilon"])
@@ -153,8 +176,9 @@ class Reference:
             h = self.rmsnorm(x, t[f"{p}.attn_norm.weight"], self.eps)
             q, k, v = (h @ t[f"{p}.attn_{n}.weight"].T for n in "qkv")
             if a == "qwen2":
-                q, k, v = (m + t[f"{p}.attn_{n}.bias"] for m, n in zip((q, k, v), "qkv",
-                                                                      strict=True))
+                q, k, v = (
+                    m + t[f"{p}.attn_{n}.bias"] for m, n in zip((q, k, v), "qkv", strict=True)
+                )
             q = q.reshape(T, N_HEAD, HEAD_DIM)
             k = k.reshape(T, N_HEAD_KV, HEAD_DIM)
             v = v.reshape(T, N_HEAD_KV, HEAD_DIM)

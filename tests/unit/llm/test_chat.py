@@ -9,14 +9,18 @@ MSGS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": 
 
 def test_chatml_fallback_renders_generation_prompt():
     out = render_chat(None, MSGS)
-    assert out == ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-                   "<|im_start|>assistant\n")
+    assert out == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
     assert render_chat(CHATML, MSGS, add_generation_prompt=False).endswith("Hi<|im_end|>\n")
 
 
 def test_bos_and_raise_exception_are_available():
-    tmpl = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'tool' %}"
-            "{{ raise_exception('no tools') }}{% endif %}{{ m['content'] }}{% endfor %}")
+    tmpl = (
+        "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'tool' %}"
+        "{{ raise_exception('no tools') }}{% endif %}{{ m['content'] }}{% endfor %}"
+    )
     assert render_chat(tmpl, MSGS, bos_token="<s>") == "<s>Be brief.Hi"
     with pytest.raises(ChatTemplateError, match="no tools"):
         render_chat(tmpl, [{"role": "tool", "content": "x"}])

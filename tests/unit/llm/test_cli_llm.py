@@ -22,14 +22,18 @@ def run(*args, stdin=None):
 
 
 def test_generate_json(model):
-    r = run("generate", model, "-p", "the cat", "-n", "5", "--temperature", "0", "--json",
-            "--ctx", "64")
+    r = run(
+        "generate", model, "-p", "the cat", "-n", "5", "--temperature", "0", "--json", "--ctx", "64"
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout.strip().splitlines()[-1])
     assert set(doc) >= {"text", "tokens", "prompt_tokens", "prefill_tok_s", "decode_tok_s"}
     assert len(doc["tokens"]) <= 5 and doc["prompt_tokens"][0] == 1  # BOS
-    again = json.loads(run("generate", model, "-p", "the cat", "-n", "5", "--temp", "0",
-                           "--json", "--ctx", "64").stdout.strip().splitlines()[-1])
+    again = json.loads(
+        run("generate", model, "-p", "the cat", "-n", "5", "--temp", "0", "--json", "--ctx", "64")
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     assert again["tokens"] == doc["tokens"]
 
 
@@ -39,8 +43,17 @@ def test_generate_streams_text(model):
 
 
 def test_chat_keeps_the_cache_between_turns(model):
-    r = run("chat", model, "-n", "3", "--temperature", "0", "--ctx", "128",
-            stdin="hello there\nand again\n")
+    r = run(
+        "chat",
+        model,
+        "-n",
+        "3",
+        "--temperature",
+        "0",
+        "--ctx",
+        "128",
+        stdin="hello there\nand again\n",
+    )
     assert r.exit_code == 0, r.output
     notes = [line for line in r.stderr.splitlines() if "new prompt tokens" in line]
     assert len(notes) == 2

@@ -47,16 +47,24 @@ def test_qwen2_qwen3_flags_and_neox():
     q2 = config_from_metadata(meta("qwen2", **{"{arch}.attention.head_count_kv": 2}))
     assert q2.qkv_bias and not q2.qk_norm and q2.rope_style is RopeStyle.NEOX
     assert q2.n_head_kv == 2
-    q3 = config_from_metadata(meta("qwen3", **{"{arch}.attention.key_length": 128,
-                                               "{arch}.attention.value_length": 128}))
+    q3 = config_from_metadata(
+        meta("qwen3", **{"{arch}.attention.key_length": 128, "{arch}.attention.value_length": 128})
+    )
     assert q3.qk_norm and not q3.qkv_bias and q3.head_dim == 128 and q3.rope_dims == 128
     assert q3.scale == pytest.approx(1 / math.sqrt(128))
 
 
 def test_gemma3_sliding_window_pattern_and_scales():
-    c = config_from_metadata(meta("gemma3", **{"{arch}.attention.sliding_window": 512,
-                                               "{arch}.rope.freq_base": 1e6,
-                                               "{arch}.block_count": 12}))
+    c = config_from_metadata(
+        meta(
+            "gemma3",
+            **{
+                "{arch}.attention.sliding_window": 512,
+                "{arch}.rope.freq_base": 1e6,
+                "{arch}.block_count": 12,
+            },
+        )
+    )
     assert c.sliding_window == 512
     # default pattern 6: every 6th layer (5, 11) is global
     assert [c.is_swa_layer(i) for i in range(12)] == [i % 6 != 5 for i in range(12)]
@@ -73,8 +81,9 @@ def test_gemma3_without_window_has_no_swa_layers():
 
 
 def test_gemma3_27b_attention_scale_uses_n_embd_over_n_head():
-    c = config_from_metadata(meta("gemma3", **{"{arch}.block_count": 62,
-                                               "{arch}.attention.key_length": 128}))
+    c = config_from_metadata(
+        meta("gemma3", **{"{arch}.block_count": 62, "{arch}.attention.key_length": 128})
+    )
     assert c.scale == pytest.approx(1 / math.sqrt(512 / 8))
 
 
@@ -87,12 +96,14 @@ def test_swa_pattern_forms():
 
 
 def test_rope_linear_scaling_factor():
-    c = config_from_metadata(meta("llama", **{"{arch}.rope.scaling.type": "linear",
-                                              "{arch}.rope.scaling.factor": 4.0}))
+    c = config_from_metadata(
+        meta("llama", **{"{arch}.rope.scaling.type": "linear", "{arch}.rope.scaling.factor": 4.0})
+    )
     assert c.rope_freq_scale == 0.25
     with pytest.raises(ModelLoadError, match="rope scaling type 'yarn'"):
-        config_from_metadata(meta("llama", **{"{arch}.rope.scaling.type": "yarn",
-                                              "{arch}.rope.scaling.factor": 4.0}))
+        config_from_metadata(
+            meta("llama", **{"{arch}.rope.scaling.type": "yarn", "{arch}.rope.scaling.factor": 4.0})
+        )
 
 
 def test_unknown_arch_is_rejected():
@@ -102,10 +113,17 @@ def test_unknown_arch_is_rejected():
         config_from_metadata({})
 
 
-@pytest.mark.parametrize("key", ["{arch}.block_count", "{arch}.embedding_length",
-                                 "{arch}.attention.head_count", "{arch}.feed_forward_length",
-                                 "{arch}.context_length",
-                                 "{arch}.attention.layer_norm_rms_epsilon"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "{arch}.block_count",
+        "{arch}.embedding_length",
+        "{arch}.attention.head_count",
+        "{arch}.feed_forward_length",
+        "{arch}.context_length",
+        "{arch}.attention.layer_norm_rms_epsilon",
+    ],
+)
 def test_missing_required_key_is_named(key):
     md = meta("qwen2")
     del md[key.format(arch="qwen2")]
@@ -116,5 +134,5 @@ def test_missing_required_key_is_named(key):
 def test_inconsistent_heads_and_rope_dims_are_rejected():
     with pytest.raises(ModelLoadError, match="head_count_kv"):
         config_from_metadata(meta("llama", **{"{arch}.attention.head_count_kv": 3}))
-    with pytest.raises(ModelLoadError, match="invalid|rope.dimension_count"):
+    with pytest.raises(ModelLoadError, match=r"rope\.dimension_count 32"):
         config_from_metadata(meta("llama", **{"{arch}.rope.dimension_count": 32}))

@@ -28,7 +28,7 @@ def tiny(request, tmp_path_factory):
 
 
 def test_all_logits_match_reference(tiny):
-    arch, path = tiny
+    _arch, path = tiny
     llm = LLM(path, n_ctx=64, options=EXACT)
     ids = llm.tokenizer.encode(TEXT, add_special=True)
     assert len(ids) > 8  # longer than the gemma3 window
@@ -39,9 +39,20 @@ def test_all_logits_match_reference(tiny):
     np.testing.assert_array_equal(got.argmax(axis=1), ref.argmax(axis=1))
 
 
+def test_quantized_weights_match_reference_on_dequantized_weights(tmp_path):
+    """Q8_0 weights: the int8-activation path stays close to float math on the
+    dequantized weights (activation rounding to 8 bits only)."""
+    path = write_tiny_gguf(tmp_path / "q8.gguf", "qwen3", wtype="Q8_0")
+    llm = LLM(path, n_ctx=64, options=EXACT)
+    ids = llm.tokenizer.encode(TEXT, add_special=True)
+    ref = Reference(path).forward(ids)
+    got = llm.eval(ids, all_logits=True)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=3e-2 * np.abs(ref).max())
+
+
 def test_last_logits_and_ggml_numerics_stay_close(tiny):
     """The default options (f16 KV cache, f16 GELU table) only perturb logits slightly."""
-    arch, path = tiny
+    _arch, path = tiny
     ids = LLM(path, n_ctx=32, options=EXACT).tokenizer.encode(TEXT, add_special=True)
     ref = Reference(path).forward(ids)[-1]
     got = LLM(path, n_ctx=32).eval(ids)

@@ -55,7 +55,7 @@ def ids_of(tok, text: str) -> list[int]:
 def test_max_tokens_and_text(path):
     tok = load_tokenizer(path)
     script = ids_of(tok, "at the rat in the sun")
-    llm = ScriptedLLM(path, script + [2])
+    llm = ScriptedLLM(path, [*script, 2])
     res = generate(llm, "the cat", max_tokens=3, params=GREEDY)
     assert res.tokens == script[:3] and res.stop_reason == "length"
     assert res.text == tok.decode(script[:3])
@@ -66,7 +66,7 @@ def test_max_tokens_and_text(path):
 
 def test_eog_stops_without_emitting_it(path):
     tok = load_tokenizer(path)
-    script = ids_of(tok, "the rat") + [tok.eos_id, 5]
+    script = [*ids_of(tok, "the rat"), tok.eos_id, 5]
     res = generate(ScriptedLLM(path, script), "x", max_tokens=10, params=GREEDY)
     assert res.stop_reason == "eog" and res.tokens == script[:-2]
     assert res.text == "the rat"
@@ -74,10 +74,9 @@ def test_eog_stops_without_emitting_it(path):
 
 def test_stop_string_across_tokens_is_cut_and_never_streamed(path):
     tok = load_tokenizer(path)
-    script = ids_of(tok, "on a mat. STOP here") + [2]
+    script = [*ids_of(tok, "on a mat. STOP here"), 2]
     res = GenerationResult()
-    pieces = list(stream(ScriptedLLM(path, script), "x", 50, GREEDY, stop=["STOP"],
-                         result=res))
+    pieces = list(stream(ScriptedLLM(path, script), "x", 50, GREEDY, stop=["STOP"], result=res))
     assert res.stop_reason == "stop"
     assert "".join(pieces) == res.text == "on a mat. "
     assert not any("S" in p for p in pieces)
@@ -86,8 +85,9 @@ def test_stop_string_across_tokens_is_cut_and_never_streamed(path):
 def test_partial_stop_prefix_is_released_at_the_end(path):
     tok = load_tokenizer(path)
     script = ids_of(tok, "the ST")
-    res = generate(ScriptedLLM(path, script + [9]), "x", max_tokens=len(script),
-                   params=GREEDY, stop=["STOP"])
+    res = generate(
+        ScriptedLLM(path, [*script, 9]), "x", max_tokens=len(script), params=GREEDY, stop=["STOP"]
+    )
     assert res.stop_reason == "length" and res.text == "the ST"
 
 

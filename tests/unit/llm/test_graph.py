@@ -18,19 +18,29 @@ D, H, HKV, FF, V = 512, 8, 2, 1024, 100
 
 def weights(arch: str, n_layer: int, tied: bool) -> dict[str, np.ndarray]:
     dh = D // H
-    w = {"token_embd.weight": np.zeros((V, D), np.float32),
-         "output_norm.weight": np.ones(D, np.float32)}
+    w = {
+        "token_embd.weight": np.zeros((V, D), np.float32),
+        "output_norm.weight": np.ones(D, np.float32),
+    }
     if not tied:
         w["output.weight"] = np.zeros((V, D), np.float32)
     for il in range(n_layer):
         p = f"blk.{il}"
-        shapes = {"attn_norm.weight": (D,), "attn_q.weight": (D, D), "attn_k.weight": (HKV * dh, D),
-                  "attn_v.weight": (HKV * dh, D), "attn_output.weight": (D, D),
-                  "ffn_norm.weight": (D,), "ffn_gate.weight": (FF, D), "ffn_up.weight": (FF, D),
-                  "ffn_down.weight": (D, FF)}
+        shapes = {
+            "attn_norm.weight": (D,),
+            "attn_q.weight": (D, D),
+            "attn_k.weight": (HKV * dh, D),
+            "attn_v.weight": (HKV * dh, D),
+            "attn_output.weight": (D, D),
+            "ffn_norm.weight": (D,),
+            "ffn_gate.weight": (FF, D),
+            "ffn_up.weight": (FF, D),
+            "ffn_down.weight": (D, FF),
+        }
         if arch == "qwen2":
-            shapes.update({"attn_q.bias": (D,), "attn_k.bias": (HKV * dh,),
-                           "attn_v.bias": (HKV * dh,)})
+            shapes.update(
+                {"attn_q.bias": (D,), "attn_k.bias": (HKV * dh,), "attn_v.bias": (HKV * dh,)}
+            )
         if arch in ("qwen3", "gemma3"):
             shapes.update({"attn_q_norm.weight": (dh,), "attn_k_norm.weight": (dh,)})
         if arch == "gemma3":
@@ -42,8 +52,9 @@ def weights(arch: str, n_layer: int, tied: bool) -> dict[str, np.ndarray]:
 def build(arch: str, last_only: bool = True, tied: bool = False, **md):
     extra = {"{arch}.attention.head_count_kv": HKV, **md}
     cfg = config_from_metadata(meta(arch, **extra), n_vocab=V)
-    return cfg, build_llm_graph(cfg, weights(arch, cfg.n_layer, tied), n_ctx=32,
-                                last_only=last_only)
+    return cfg, build_llm_graph(
+        cfg, weights(arch, cfg.n_layer, tied), n_ctx=32, last_only=last_only
+    )
 
 
 def layer_ops(g, il: int) -> Counter:
@@ -95,16 +106,23 @@ def test_tied_head_reuses_token_embd():
 
 
 def test_gemma3_attributes():
-    cfg, g = build("gemma3", tied=True, **{"{arch}.attention.sliding_window": 16,
-                                           "{arch}.attention.sliding_window_pattern": 2,
-                                           "{arch}.final_logit_softcapping": 30.0,
-                                           "{arch}.rope.freq_base": 1e6})
+    cfg, g = build(
+        "gemma3",
+        tied=True,
+        **{
+            "{arch}.attention.sliding_window": 16,
+            "{arch}.attention.sliding_window_pattern": 2,
+            "{arch}.final_logit_softcapping": 30.0,
+            "{arch}.rope.freq_base": 1e6,
+        },
+    )
     emb = g.nodes[0]
-    assert emb.op_type == "QEmbedding" and emb.attrs["scale"] == pytest.approx(D ** 0.5)
+    assert emb.op_type == "QEmbedding" and emb.attrs["scale"] == pytest.approx(D**0.5)
     attn = [n for n in g.nodes if n.op_type == "KVAttention"]
     assert [a.attrs["window"] for a in attn] == [16, 0, 16, 0]
-    assert all(a.attrs["scale"] == 1.0 and a.attrs["q_scale"] == pytest.approx(cfg.scale)
-               for a in attn)
+    assert all(
+        a.attrs["scale"] == 1.0 and a.attrs["q_scale"] == pytest.approx(cfg.scale) for a in attn
+    )
     assert all(a.attrs["kv_f16"] == 1 for a in attn)
     bases = [n.attrs["base"] for n in g.nodes if n.op_type == "RoPE"]
     assert bases == [1e4, 1e4, 1e6, 1e6, 1e4, 1e4, 1e6, 1e6]
@@ -115,8 +133,12 @@ def test_gemma3_attributes():
 
 def test_options_reach_the_nodes():
     cfg = config_from_metadata(meta("gemma3"), n_vocab=V)
-    g = build_llm_graph(cfg, weights("gemma3", cfg.n_layer, True), n_ctx=8,
-                        options=GraphOptions(kv_f16=False, ggml_act=False, matmul_mode="int8"))
+    g = build_llm_graph(
+        cfg,
+        weights("gemma3", cfg.n_layer, True),
+        n_ctx=8,
+        options=GraphOptions(kv_f16=False, ggml_act=False, matmul_mode="int8"),
+    )
     assert {n.attrs["act"] for n in g.nodes if n.op_type == "GatedAct"} == {"gelu_tanh"}
     assert {n.attrs["kv_f16"] for n in g.nodes if n.op_type == "KVAttention"} == {0}
     assert {n.attrs["mode"] for n in g.nodes if n.op_type == "QMatMul"} == {"int8"}
@@ -126,5 +148,5 @@ def test_missing_tensor_is_named():
     cfg = config_from_metadata(meta("qwen2"), n_vocab=V)
     w = weights("qwen2", cfg.n_layer, False)
     del w["blk.1.attn_k.bias"]
-    with pytest.raises(ModelLoadError, match="blk.1.attn_k.bias"):
+    with pytest.raises(ModelLoadError, match=r"blk\.1\.attn_k\.bias"):
         build_llm_graph(cfg, w, n_ctx=8)

@@ -38,18 +38,22 @@ def rope_reference(x, p0, head_dim, n_dims, base, freq_scale, style):
 
 
 @pytest.mark.parametrize("style", ["norm", "neox"])
-@pytest.mark.parametrize(("p0", "n_dims", "base", "freq_scale"),
-                         [(0, 16, 10000.0, 1.0), (37, 16, 1e6, 1.0), (5, 8, 500.0, 0.25)])
+@pytest.mark.parametrize(
+    ("p0", "n_dims", "base", "freq_scale"),
+    [(0, 16, 10000.0, 1.0), (37, 16, 1e6, 1.0), (5, 8, 500.0, 0.25)],
+)
 def test_rope_matches_definition(style, p0, n_dims, base, freq_scale):
     x = RNG.standard_normal((6, 3 * 16)).astype(np.float32)
-    got = rope(x, np.asarray(p0), head_dim=16, n_dims=n_dims, base=base,
-               freq_scale=freq_scale, style=style)
+    got = rope(
+        x, np.asarray(p0), head_dim=16, n_dims=n_dims, base=base, freq_scale=freq_scale, style=style
+    )
     ref = rope_reference(x, p0, 16, n_dims, base, freq_scale, style)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=2e-5)
     if n_dims < 16:  # dims past n_dims pass through untouched
-        np.testing.assert_array_equal(got.reshape(6, 3, 16)[..., n_dims:],
-                                      x.reshape(6, 3, 16)[..., n_dims:])
+        np.testing.assert_array_equal(
+            got.reshape(6, 3, 16)[..., n_dims:], x.reshape(6, 3, 16)[..., n_dims:]
+        )
 
 
 def test_rope_position_zero_is_identity_and_styles_differ():
@@ -78,11 +82,11 @@ def test_swiglu_and_exact_geglu():
     g = RNG.standard_normal((3, 16)).astype(np.float32) * 4
     u = RNG.standard_normal((3, 16)).astype(np.float32)
     gd = g.astype(np.float64)
-    np.testing.assert_allclose(gated_act(g, u, act="silu"), gd / (1 + np.exp(-gd)) * u,
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        gated_act(g, u, act="silu"), gd / (1 + np.exp(-gd)) * u, rtol=1e-6, atol=1e-6
+    )
     gelu = 0.5 * gd * (1 + np.tanh(math.sqrt(2 / math.pi) * (gd + 0.044715 * gd**3)))
-    np.testing.assert_allclose(gated_act(g, u, act="gelu_tanh"), gelu * u, rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(gated_act(g, u, act="gelu_tanh"), gelu * u, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="gated activation"):
         gated_act(g, u, act="relu")
 
@@ -90,8 +94,9 @@ def test_swiglu_and_exact_geglu():
 def test_geglu_f16_table_as_ggml():
     """GGML_GELU_FP16: gelu of the half-rounded input, rounded to half; 0 at <= -10,
     identity at >= 10."""
-    g = np.array([[-12.0, -10.0, -3.3, -0.1, 0.0, 0.123456, 1.0, 2.5, 9.99, 10.0, 15.0]],
-                 np.float32)
+    g = np.array(
+        [[-12.0, -10.0, -3.3, -0.1, 0.0, 0.123456, 1.0, 2.5, 9.99, 10.0, 15.0]], np.float32
+    )
     u = np.ones_like(g)
     got = gated_act(g, u, act="gelu_tanh_f16")
     h = g.astype(np.float16).astype(np.float64)
@@ -108,8 +113,9 @@ def test_softcap_last_row_embedding_matmul():
     y = RNG.standard_normal((5, 4)).astype(np.float32)
     np.testing.assert_array_equal(last_row(y), y[4:5])
     table = RNG.standard_normal((10, 4)).astype(np.float32)
-    np.testing.assert_allclose(q_embedding(np.array([3, 0, 3]), table, scale=2.0),
-                               table[[3, 0, 3]] * 2)
+    np.testing.assert_allclose(
+        q_embedding(np.array([3, 0, 3]), table, scale=2.0), table[[3, 0, 3]] * 2
+    )
     with pytest.raises(ValueError, match="out of range"):
         q_embedding(np.array([10]), table)
     w = RNG.standard_normal((6, 4)).astype(np.float32)

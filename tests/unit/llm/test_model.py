@@ -76,8 +76,7 @@ def test_ggml_numerics_pieces_stay_close(path):
     ids = llm.tokenizer.encode(TEXT)
     whole = llm.eval(ids, all_logits=True)
     llm.reset()
-    pieces = np.concatenate([llm.eval(ids[:6], all_logits=True)]
-                            + [llm.eval([t]) for t in ids[6:]])
+    pieces = np.concatenate([llm.eval(ids[:6], all_logits=True)] + [llm.eval([t]) for t in ids[6:]])
     np.testing.assert_allclose(pieces, whole, rtol=0, atol=1e-3 * np.abs(whole).max())
     np.testing.assert_array_equal(pieces.argmax(1), whole.argmax(1))
 
@@ -96,7 +95,7 @@ def test_prefix_reuse_evaluates_only_new_tokens(llm, monkeypatch):
 def test_reuse_prefix_rewinds_on_divergence_and_keeps_one_token(llm):
     ids = llm.tokenizer.encode(TEXT)
     llm.eval(ids)
-    other = ids[:5] + [ids[5] + 1] + ids[6:]
+    other = [*ids[:5], ids[5] + 1, *ids[6:]]
     assert llm.reuse_prefix(other) == 5 and llm.tokens == ids[:5]
     llm.eval(ids[5:])
     # identical prompt: all but the last token are reused, so there are logits to sample
@@ -123,3 +122,19 @@ def test_context_limit_and_empty_eval(path):
         small.eval([])
     with pytest.raises(ValueError, match="positive"):
         LLM(path, n_ctx=0)
+
+
+@pytest.mark.parametrize(
+    ("arch", "wtype"), [("llama", "Q4_0"), ("llama", "Q8_0"), ("qwen2", "Q4_1"), ("gemma3", "Q5_0")]
+)
+def test_fused_graph_computes_the_same_bits(arch, wtype, tmp_path):
+    """llm/fusion.py's layer-sized ops reproduce the one-op-per-node graph exactly."""
+    path = write_tiny_gguf(tmp_path / "q.gguf", arch, wtype=wtype)
+    ids = LLM(path, n_ctx=64).tokenizer.encode(TEXT)
+    out = []
+    for fuse in (True, False):
+        llm = LLM(path, n_ctx=64, options=GraphOptions(fuse=fuse))
+        prompt = llm.eval(ids, all_logits=True)
+        steps = [llm.eval([t]) for t in ids[:4]]
+        out.append(np.concatenate([prompt, *steps]))
+    np.testing.assert_array_equal(out[0], out[1])

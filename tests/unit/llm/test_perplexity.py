@@ -13,8 +13,10 @@ from onnxexec.llm.model import LLM
 from onnxexec.llm.perplexity import perplexity
 from tests.unit.llm._tiny import Reference, write_tiny_gguf
 
-TEXT = ("the cat sat on a mat in the sun, then the rat ate the hat and ran at the "
-        "man in the van; there was a fat bat on the hat rack near the tan sand. ") * 2
+TEXT = (
+    "the cat sat on a mat in the sun, then the rat ate the hat and ran at the "
+    "man in the van; there was a fat bat on the hat rack near the tan sand. "
+) * 2
 
 
 def reference_ppl(path, ids: list[int], n_ctx: int, bos: int | None) -> tuple[float, int]:
@@ -22,7 +24,7 @@ def reference_ppl(path, ids: list[int], n_ctx: int, bos: int | None) -> tuple[fl
     first = n_ctx // 2
     nll, count = 0.0, 0
     for c in range(len(ids) // n_ctx):
-        chunk = list(ids[c * n_ctx:(c + 1) * n_ctx])
+        chunk = list(ids[c * n_ctx : (c + 1) * n_ctx])
         if bos is not None:
             chunk[0] = bos
         logits = ref.forward(chunk)

@@ -52,8 +52,9 @@ def test_logit_bias_can_force_a_token():
     assert s(np.array([5.0, 4.0, 3.0, 0.0])) == 3
 
 
-@pytest.mark.parametrize("kw", [{"temperature": -1}, {"top_p": 0.0}, {"min_p": 2.0},
-                                {"repeat_penalty": 0.0}])
+@pytest.mark.parametrize(
+    "kw", [{"temperature": -1}, {"top_p": 0.0}, {"min_p": 2.0}, {"repeat_penalty": 0.0}]
+)
 def test_invalid_params_are_rejected(kw):
     with pytest.raises(ValueError):
         SamplingParams(**kw)

@@ -66,3 +66,30 @@ def test_shared_product_keeps_activation_separate() -> None:
     out = fuse_activation(fuse_matmul(g))
     assert ops(out) == ["FusedMatMul", "Relu", "Neg"]
     assert_same_outputs(g, out, {"x": rand(3, 4, seed=5)})
+
+
+def test_conv_residual_add_relu() -> None:
+    g = graph(
+        [
+            node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+            node("Add", ["r", "c"], ["s"]),
+            node("Relu", ["s"], ["y"]),
+        ],
+        [("x", [1, 2, 5, 5]), ("r", [1, 3, 5, 5])],
+        ["y"],
+        {"w": rand(3, 2, 3, 3), "b": rand(3, seed=1)},
+    )
+    out = fuse_activation(g)
+    assert ops(out) == ["FusedConv"]
+    assert (
+        out.nodes[0].inputs == ("x", "w", "b", "r") and out.nodes[0].attrs["activation"] == "Relu"
+    )
+    assert_same_outputs(g, out, {"x": rand(1, 2, 5, 5, seed=2), "r": rand(1, 3, 5, 5, seed=3)})
+    # a broadcasting addend is not a residual
+    g2 = graph(
+        [node("Conv", ["x", "w"], ["c"]), node("Add", ["c", "r"], ["y"])],
+        [("x", [1, 2, 5, 5]), ("r", [1, 3, 1, 1])],
+        ["y"],
+        {"w": rand(3, 2, 1, 1)},
+    )
+    assert ops(fuse_activation(g2)) == ["FusedConv", "Add"]
