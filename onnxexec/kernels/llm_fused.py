@@ -158,7 +158,7 @@ def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv
     for h in nb.prange(H):  # each head writes its own slice of a
         qv = np.empty(Dh, np.float32)
         w = np.empty(p + 1, np.float32)
-        acc = np.empty(32, np.float32)
+        v8 = np.empty(8, np.float32)
         e = np.empty(8, np.float32)
         acc2 = np.zeros((4, 8, Dh), np.float32)
         hk = h // group
@@ -171,23 +171,28 @@ def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv
         m = np.float32(-np.inf)
         for j in range(lo, p + 1):
             kj = k_cache[j, hk]
-            for c in range(32):
-                acc[c] = 0.0
-            for d0 in range(0, d32, 32):
-                for c in range(32):
-                    acc[c] += kj[d0 + c] * qv[d0 + c]
-            r0 = np.float32(np.float32(acc[0] + acc[16]) + np.float32(acc[8] + acc[24]))
-            r4 = np.float32(np.float32(acc[4] + acc[20]) + np.float32(acc[12] + acc[28]))
-            r1 = np.float32(np.float32(acc[1] + acc[17]) + np.float32(acc[9] + acc[25]))
-            r5 = np.float32(np.float32(acc[5] + acc[21]) + np.float32(acc[13] + acc[29]))
-            r2 = np.float32(np.float32(acc[2] + acc[18]) + np.float32(acc[10] + acc[26]))
-            r6 = np.float32(np.float32(acc[6] + acc[22]) + np.float32(acc[14] + acc[30]))
-            r3 = np.float32(np.float32(acc[3] + acc[19]) + np.float32(acc[11] + acc[27]))
-            r7 = np.float32(np.float32(acc[7] + acc[23]) + np.float32(acc[15] + acc[31]))
-            t0 = np.float32(r0 + r4)
-            t1 = np.float32(r1 + r5)
-            t2 = np.float32(r2 + r6)
-            t3 = np.float32(r3 + r7)
+            # ggml_vec_dot_f16's 4 x 8 accumulators: cell c = (d >> 3) & 3, d & 7 sums
+            # d = c, c + 32, ... in order; v8[l] = the first reduction step over cells
+            # (l, l + 8, l + 16, l + 24). Written per lane: 2.5x faster in numba than
+            # a loop over 32 accumulator cells, same sums.
+            for ln in range(8):
+                if d32 == 0:
+                    v8[ln] = 0.0
+                    continue
+                a0 = np.float32(0.0) + kj[ln] * qv[ln]
+                a1 = np.float32(0.0) + kj[ln + 8] * qv[ln + 8]
+                a2 = np.float32(0.0) + kj[ln + 16] * qv[ln + 16]
+                a3 = np.float32(0.0) + kj[ln + 24] * qv[ln + 24]
+                for d0 in range(32, d32, 32):
+                    a0 += kj[d0 + ln] * qv[d0 + ln]
+                    a1 += kj[d0 + ln + 8] * qv[d0 + ln + 8]
+                    a2 += kj[d0 + ln + 16] * qv[d0 + ln + 16]
+                    a3 += kj[d0 + ln + 24] * qv[d0 + ln + 24]
+                v8[ln] = np.float32(a0 + a2) + np.float32(a1 + a3)
+            t0 = np.float32(v8[0] + v8[4])
+            t1 = np.float32(v8[1] + v8[5])
+            t2 = np.float32(v8[2] + v8[6])
+            t3 = np.float32(v8[3] + v8[7])
             s64 = np.float64(np.float32(np.float32(t0 + t1) + np.float32(t2 + t3)))
             for d in range(d32, Dh):
                 s64 += np.float64(np.float32(k_cache[j, hk, d] * qv[d]))

@@ -22,7 +22,7 @@ from itertools import count
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _threads = 1
-_SPANS_PER_THREAD = 4  # finer spans balance uneven progress between threads
+_SPANS_PER_THREAD = 2  # finer spans balance uneven progress between threads
 
 
 def set_num_threads(n: int) -> None:

@@ -35,8 +35,13 @@ import numpy as np
 from onnxexec.kernels import qtypes as q
 from onnxexec.kernels.actquant import quantize_act
 from onnxexec.kernels.dequant import SUPPORTED_TYPES, block_geometry, dequantize, dequantize_into
+from onnxexec.kernels.ggml_matmul import EXACT_TYPES as GGML_EXACT_TYPES
+from onnxexec.kernels.ggml_matmul import RAW_TYPES as GGML_RAW_TYPES
+from onnxexec.kernels.ggml_matmul import ggml_matmul
 from onnxexec.kernels.lanes import LANES, pick
 from onnxexec.kernels.qlayout import nib_layout, q6_k_layout, q8_0_layout
+from onnxexec.kernels import ggml_matmul as ggml_matmul_module
+from onnxexec.kernels.qmv_exact import EXACT_KERNELS
 from onnxexec.kernels.qmv_nib import DEQ_NIB_PANEL, DEQ_NIB_ROWS, QMV_NIB
 from onnxexec.kernels.qmv_q8 import (
     DEQ_Q6K_PANEL,
@@ -100,6 +105,10 @@ def prepare_weight(raw: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> Q
             f"{q.type_name(t)} weight {shp}: expected {need} bytes "
             f"(row length a multiple of {block}), got {flat.size}"
         )
+    # -- llama.cpp-order kernels (F4, ggml_matmul.py): these types keep their GGUF bytes
+    if t in GGML_RAW_TYPES:
+        return QWeight(t, shp, "raw", {"raw": flat, "row_bytes": k // block * size})
+    # -- end F4
     if t in _NIB_TYPES or t == q.Q8_0 or t == q.Q6_K:
         w = _lanes_weight(flat, t, n, k, size * (k // block))
         release_pages(flat)
@@ -186,9 +195,15 @@ def qmatmul(
         raise ValueError(f"qmatmul: mode must be 'auto', 'int8' or 'float', got {mode!r}")
     if t_rows == 0:
         return out
+    # -- llama.cpp-order kernels (F4): mode "int8" means llama.cpp's numerics
+    if w.ggml_type in GGML_RAW_TYPES and (
+        mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T and w.layout == "raw")
+    ):
+        return ggml_matmul(x, w, out)
+    # -- end F4
     if w.args and (mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)):
         xq, xst = quantize_act(x)
-        kern, n_chunks = pick(_QMV[w.layout], t_rows * n * k)
+        kern, n_chunks = pick(int8_kernels(w), t_rows * n * k)
         kern(*w.args, xq, xst, out, n_chunks)
     elif w.layout == "f32":
         np.matmul(x, w.arrays["w"].T, out=out)
@@ -197,8 +212,20 @@ def qmatmul(
     return out
 
 
+def int8_kernels(w: QWeight) -> tuple[Any, Any]:
+    """The (parallel, serial) kernels of w's int8 path: llama.cpp's summation order for
+    the types ggml_matmul.LANES_KERNELS lists (qmv_exact's kernels, bit-identical with
+    ggml_dot's and faster), else the lanes kernels of w's layout."""
+    t = w.ggml_type
+    lanes_kernels = getattr(ggml_matmul_module, "LANES_KERNELS", {})
+    if t in lanes_kernels:
+        return EXACT_KERNELS.get(t, lanes_kernels[t])
+    return _QMV[w.layout]
+
+
 def int8_path(w: QWeight, t_rows: int, mode: str) -> bool:
-    """True when qmatmul(x, w, mode=mode) with t_rows rows quantizes the activations."""
+    """True when qmatmul(x, w, mode=mode) with t_rows rows quantizes the activations
+    (then qmatmul_q(*quantize_act(x), w, out) gives the same result)."""
     return bool(w.args) and (mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T))
 
 
@@ -206,7 +233,7 @@ def qmatmul_q(xq: np.ndarray, xst: np.ndarray, w: QWeight, out: np.ndarray) -> n
     """The int8 path of qmatmul from already quantized activations (quantize_act(x)):
     out (T, N) f32, C-contiguous, equals qmatmul(x, w, mode="int8") bit for bit."""
     n, k = w.shape
-    kern, n_chunks = pick(_QMV[w.layout], xq.shape[0] * n * k)
+    kern, n_chunks = pick(int8_kernels(w), xq.shape[0] * n * k)
     kern(*w.args, xq, xst, out, n_chunks)
     return out
 

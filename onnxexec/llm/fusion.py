@@ -50,7 +50,7 @@ def _runs(names: list[str], ws: list[Any]) -> list[list[str]]:
     out: list[list[str]] = []
     cur: list[str] = []
     for name, w in zip(names, ws, strict=True):
-        ok = isinstance(w, QWeight) and w.parent is None and w.layout != "raw"
+        ok = isinstance(w, QWeight) and w.parent is None and can_fuse_rows([w])
         if ok and cur and can_fuse_rows([ws[names.index(cur[0])], w]):
             cur.append(name)
             continue

@@ -8,6 +8,7 @@ handlers never write into their inputs, so sharing memory is harmless.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -27,17 +28,17 @@ def _target_shape(in_shape: tuple[int, ...], shape: tuple[int, ...], allowzero: 
             out[i] = in_shape[i]
         elif d < -1:
             raise ValueError(f"Reshape: invalid dim {d} in shape {list(shape)}")
-    total = int(np.prod(in_shape, dtype=np.int64))
+    total = math.prod(in_shape)  # exact Python ints, and ~10x cheaper than np.prod here
     if out.count(-1) > 1:
         raise ValueError(f"Reshape: more than one -1 in shape {list(shape)}")
     if -1 in out:
-        known = int(np.prod([d for d in out if d != -1], dtype=np.int64))
+        known = math.prod(d for d in out if d != -1)
         if known == 0 or total % known:
             raise ValueError(
                 f"Reshape: cannot infer -1 reshaping {list(in_shape)} to {list(shape)}"
             )
         out[out.index(-1)] = total // known
-    if int(np.prod(out, dtype=np.int64)) != total:
+    if math.prod(out) != total:
         raise ValueError(f"Reshape: cannot reshape {list(in_shape)} to {list(shape)}")
     return out
 

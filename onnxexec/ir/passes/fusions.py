@@ -10,6 +10,7 @@ from onnxexec.ir.graph import Graph
 from onnxexec.ir.passes.fold_batchnorm import fold_batchnorm
 from onnxexec.ir.passes.fuse_activation import fuse_activation
 from onnxexec.ir.passes.fuse_attention import fuse_attention
+from onnxexec.ir.passes.fuse_elementwise import fuse_elementwise
 from onnxexec.ir.passes.fuse_gelu import fuse_gelu
 from onnxexec.ir.passes.fuse_layernorm import fuse_layernorm
 from onnxexec.ir.passes.fuse_matmul import fuse_matmul
@@ -24,5 +25,6 @@ EXTENDED: list[Callable[[Graph], Graph]] = [
     fuse_matmul,
     fuse_activation,
     fuse_skip_norm,
+    fuse_elementwise,
 ]
 LAYOUT: list[Callable[[Graph], Graph]] = [prepack]

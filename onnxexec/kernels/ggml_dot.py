@@ -1,0 +1,116 @@
+"""Q4_1 / Q5_0 / Q5_1 / Q8_0 weights x int8 activations, summed in llama.cpp's order.
+
+llama.cpp (x86, AVX2 + FMA build) multiplies these weights by activations quantized to
+Q8_0 (Q5_0, Q8_0) or Q8_1 (Q4_1, Q5_1) blocks of 32 (actquant.quantize_act gives
+both), in ggml_vec_dot_q*_q8_* (ggml-cpu/arch/x86/quants.c) for one activation row and
+in tinyBLAS_Q0_AVX (llamafile/sgemm.cpp) for several, with the same arithmetic:
+
+- per output value, 8 float32 lanes acc[l]; per block b, lane l gets the exact integer
+  sum of the 4 products of the block's values 4l..4l+3 (maddubs + madd), and
+  acc[l] = fma(d, float(isum_l), acc[l]) with d = f32(half(w.d) * half(x.d));
+- Q4_1 / Q5_1 add the offsets separately: summs = fma(half(w.m), half(x.s), summs),
+  one float32 scalar in block order;
+- result = hsum_float_8(acc) + summs, hsum_float_8 = ((a0+a2)+(a1+a3)), a_i = acc[i] +
+  acc[i+4].
+
+Weight values in block order: value i is the low nibble of qs[i] for i < 16 and the
+high nibble of qs[i-16] otherwise; Q5 types take bit i of the little-endian qh as the
+fifth bit; Q5_0 subtracts 16, Q8_0 is int8. `dot_blocks` reads the GGUF bytes as they
+are, one row per parallel iteration: it is the readable reference of this order (the
+lanes kernels of qmv_exact.py compute the same bits faster).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numba as nb
+import numpy as np
+
+from onnxexec.kernels import qtypes as q
+from onnxexec.kernels.fp16 import f16_to_f32
+from onnxexec.kernels.ggml_math import fma32
+
+# ggml type -> (kind for the kernel, bytes per block)
+BLOCK_TYPES: Final = {
+    q.Q4_1: (1, q.Q4_1_BYTES),
+    q.Q5_0: (2, q.Q5_0_BYTES),
+    q.Q5_1: (3, q.Q5_1_BYTES),
+    q.Q8_0: (4, q.Q8_0_BYTES),
+}
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _decode(raw, o, kind, w):
+    """Block at raw[o:] -> its 32 integer values into w; returns (half d, half m or 0)."""
+    d = f16_to_f32(raw[o], raw[o + 1])
+    m = np.float32(0.0)
+    if kind == 4:
+        for i in range(32):
+            v = np.int32(raw[o + 2 + i])
+            w[i] = v - 256 if v > 127 else v
+        return d, m
+    if kind == 1 or kind == 3:
+        m = f16_to_f32(raw[o + 2], raw[o + 3])
+    qh_at = 2 if kind == 2 else 4
+    qs_at = 4 if kind == 1 else qh_at + 4
+    qh = np.int64(0)
+    if kind != 1:
+        qh = (
+            np.int64(raw[o + qh_at])
+            | (np.int64(raw[o + qh_at + 1]) << 8)
+            | (np.int64(raw[o + qh_at + 2]) << 16)
+            | (np.int64(raw[o + qh_at + 3]) << 24)
+        )
+    sub = 16 if kind == 2 else 0
+    for i in range(16):
+        b = np.int32(raw[o + qs_at + i])
+        w[i] = (b & 15) | np.int32(((qh >> i) & 1) << 4) - sub
+        w[i + 16] = (b >> 4) | np.int32(((qh >> (i + 16)) & 1) << 4) - sub
+    return d, m
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def hsum8(acc):
+    """hsum_float_8: ((a0 + a2) + (a1 + a3)) with a_i = acc[i+4] + acc[i], in float32."""
+    a0 = np.float32(acc[4] + acc[0])
+    a1 = np.float32(acc[5] + acc[1])
+    a2 = np.float32(acc[6] + acc[2])
+    a3 = np.float32(acc[7] + acc[3])
+    return np.float32(np.float32(a0 + a2) + np.float32(a1 + a3))
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def dot_blocks(raw, row_bytes, kind, bsize, xq, xst, out):
+    """out (T, N) = W (N, K) . x (T, K), W's GGUF bytes raw (N * row_bytes), activations
+    quantize_act(x) = (xq, xst); kind / bsize from BLOCK_TYPES. Rows in parallel."""
+    t_rows, k = xq.shape
+    n_rows = out.shape[1]
+    nb_ = k // 32
+    for n in nb.prange(n_rows):
+        w = np.empty(32, np.int32)
+        acc = np.zeros((t_rows, 8), np.float32)
+        summs = np.zeros(t_rows, np.float32)
+        for b in range(nb_):
+            dw, mw = _decode(raw, n * row_bytes + b * bsize, kind, w)
+            x0 = b * 32
+            for t in range(t_rows):
+                d = np.float32(dw * xst[t, 0, b])
+                for lane in range(8):
+                    s = 0
+                    for i in range(4 * lane, 4 * lane + 4):
+                        s += w[i] * np.int32(xq[t, x0 + i])
+                    acc[t, lane] = fma32(d, np.float32(s), acc[t, lane])
+                if kind == 1 or kind == 3:
+                    summs[t] = fma32(mw, xst[t, 1, b], summs[t])
+        for t in range(t_rows):
+            out[t, n] = np.float32(hsum8(acc[t]) + summs[t])
+
+
+def ggml_dot(raw: np.ndarray, row_bytes: int, ggml_type: int, xq: np.ndarray,
+             xst: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out (T, N) float32 = llama.cpp's dot products of the weight rows (GGUF bytes
+    `raw`, `row_bytes` per row) with quantize_act's (xq, xst)."""
+    kind, bsize = BLOCK_TYPES[int(ggml_type)]
+    dot_blocks(raw, row_bytes, kind, bsize, xq, xst, out)
+    return out

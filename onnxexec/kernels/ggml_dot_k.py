@@ -1,0 +1,239 @@
+"""K-quant weights (Q2_K .. Q6_K) x Q8_K activations, summed in llama.cpp's order.
+
+llama.cpp quantizes the activations of K-quant matmuls to Q8_K (quantize_row_q8_K_ref,
+ggml-quants.c): per 256 values, max = the value of largest magnitude (first one),
+iscale = -127 / max, q = min(127, nearest_int(iscale * x)) (round half to even of the
+float32 product), d = 1 / iscale (float32), bsums = sums of 16 q's.
+
+ggml_vec_dot_q*_K_q8_K (ggml-cpu/arch/x86/quants.c, AVX2): per super-block the
+integer products are summed exactly into 8 int32 lanes, lane l holding every value p
+with (p mod 32) div 4 == l, each times its sub-block scale (maddubs + madd); then
+acc[l] = fma(d, float(isum_l), acc[l]) with d = f32(x.d * half(w.d)). The min terms
+(dmin = f32(-x.d * half(w.dmin))):
+- Q2_K: before that, acc[l] = fma(dmin, float(m[2l] bsums[2l] + m[2l+1] bsums[2l+1]));
+- Q4_K: a 4-lane acc_m[i] = fma(dmin, float(m[2i] s[2i] + m[2i+1] s[2i+1]), acc_m[i])
+  with s[k] = bsums[2k] + bsums[2k+1]; result + ((m0 + m2) + (m1 + m3));
+- Q5_K: a scalar summs = fma(dmin, float(sum_k m[k] s[k]), summs); result + summs;
+- Q3_K (scale - 32, value - 4 when its hmask bit is clear): none;
+- Q6_K: the values are taken unsigned (0..63) and lane l's integer sum loses
+  32 * (sc[2l] bsums[2l] + sc[2l+1] bsums[2l+1]) (the -32 offset via bsums).
+Result = hsum_float_8(acc) (+ the min term). The kernels read the GGUF bytes.
+
+Q4_K weights with a row count divisible by 8 are repacked by llama.cpp on AVX2
+(repack.cpp, q4_K_8x8_q8_K; ggml_gemv/gemm_q4_K_8x8_q8_K in arch/x86/repack.cpp): per
+super-block the exact totals i = sum sc q x and m = sum_j min_j (bsums[2j] +
+bsums[2j+1]) go to acc = fma(float(i), f32(half(w.d) x.d), acc) and
+accm = fma(float(m), f32(half(w.dmin) x.d), accm); result acc - accm. Activation rows
+in whole groups of 4 are quantized by ggml_quantize_mat_q8_K_4x8 (see quantize_q8_k).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numba as nb
+import numpy as np
+
+from onnxexec.kernels import qtypes as q
+from onnxexec.kernels.fp16 import f16_to_f32
+from onnxexec.kernels.ggml_dot import hsum8
+from onnxexec.kernels.ggml_math import fma32
+from onnxexec.kernels.kquants import scale_min_k4
+
+QK_K: Final = 256
+# ggml type -> (kind, bytes per super-block)
+K_TYPES: Final = {
+    q.Q2_K: (2, q.Q2_K_BYTES),
+    q.Q3_K: (3, q.Q3_K_BYTES),
+    q.Q4_K: (4, q.Q4_K_BYTES),
+    q.Q5_K: (5, q.Q5_K_BYTES),
+    q.Q6_K: (6, q.Q6_K_BYTES),
+}
+REPACK_Q4_K: Final = 7  # kind of Q4_K weights with N % 8 == 0 (llama.cpp repacks those)
+
+
+@nb.njit(cache=True, nogil=True)
+def quantize_q8_k(x, rows4=0):
+    """x (T, K) f32 -> qs (T, K) i32, d (T, K/256) f32, bsums (T, K/16) i32 (Q8_K).
+
+    The first `rows4` rows follow ggml_quantize_mat_q8_K_4x8 (repack.cpp, AVX2), which
+    differs only when both +amax and -amax occur: the positive one sets the sign."""
+    t_rows, k = x.shape
+    nsb = k // QK_K
+    qs = np.zeros((t_rows, k), np.int32)
+    d = np.zeros((t_rows, nsb), np.float32)
+    bsums = np.zeros((t_rows, k // 16), np.int32)
+    for t in range(t_rows):
+        for i in range(nsb):
+            o = i * QK_K
+            amax = np.float32(0.0)
+            mx = np.float32(0.0)
+            for j in range(QK_K):
+                ax = abs(x[t, o + j])
+                if ax > amax:
+                    amax = ax
+                    mx = x[t, o + j]
+            if amax == 0:
+                continue
+            if t < rows4:
+                for j in range(QK_K):
+                    if x[t, o + j] == amax:
+                        mx = amax
+                        break
+            iscale = np.float32(np.float32(-127.0) / mx)
+            for j in range(QK_K):
+                v = int(np.rint(np.float32(iscale * x[t, o + j])))
+                qs[t, o + j] = min(127, v)
+            for j in range(QK_K // 16):
+                s = 0
+                for jj in range(16):
+                    s += qs[t, o + 16 * j + jj]
+                bsums[t, i * 16 + j] = s
+            d[t, i] = np.float32(np.float32(1.0) / iscale)
+    return qs, d, bsums
+
+
+@nb.njit(cache=True, nogil=True)
+def _decode(raw, o, kind, qv, sc, mn):
+    """Super-block at raw[o:] -> integer values qv[256], scales sc[16] (per 16 values),
+    mins mn[16]; returns (half d, half dmin)."""
+    if kind == 2:
+        for k in range(16):
+            b = np.int32(raw[o + k])
+            sc[k] = b & 15
+            mn[k] = b >> 4
+        for p in range(QK_K):
+            h, r = p // 128, p % 128
+            qv[p] = (np.int32(raw[o + 16 + h * 32 + r % 32]) >> (2 * (r // 32))) & 3
+        return f16_to_f32(raw[o + 80], raw[o + 81]), f16_to_f32(raw[o + 82], raw[o + 83])
+    if kind == 3:
+        for k in range(16):
+            lo = np.int32(raw[o + 96 + k % 8])
+            lo = (lo & 15) if k < 8 else (lo >> 4)
+            hi = (np.int32(raw[o + 104 + k % 4]) >> (2 * (k // 4))) & 3
+            sc[k] = (lo | (hi << 4)) - 32
+            mn[k] = 0
+        for p in range(QK_K):
+            h, r = p // 128, p % 128
+            ql = (np.int32(raw[o + 32 + h * 32 + r % 32]) >> (2 * (r // 32))) & 3
+            hm = (np.int32(raw[o + p % 32]) >> (p // 32)) & 1
+            qv[p] = ql - ((hm ^ 1) << 2)
+        return f16_to_f32(raw[o + 108], raw[o + 109]), np.float32(0.0)
+    if kind == 4 or kind == 5 or kind == 7:
+        for j in range(8):
+            s, m = scale_min_k4(raw, o + 4, j)
+            sc[2 * j] = s
+            sc[2 * j + 1] = s
+            mn[2 * j] = m
+            mn[2 * j + 1] = m
+        qs_at = 48 if kind == 5 else 16
+        for p in range(QK_K):
+            c, r = p // 64, p % 64
+            b = np.int32(raw[o + qs_at + 32 * c + r % 32])
+            v = (b & 15) if r < 32 else (b >> 4)
+            if kind == 5:
+                v |= ((np.int32(raw[o + 16 + r % 32]) >> (2 * c + r // 32)) & 1) << 4
+            qv[p] = v
+        return f16_to_f32(raw[o], raw[o + 1]), f16_to_f32(raw[o + 2], raw[o + 3])
+    for k in range(16):
+        v = np.int32(raw[o + 192 + k])
+        sc[k] = v - 256 if v > 127 else v
+        mn[k] = 0
+    for p in range(QK_K):
+        h, r = p // 128, p % 128
+        quarter, li = r // 32, r % 32
+        b = np.int32(raw[o + 64 * h + li + 32 * (quarter & 1)])
+        lo = (b & 15) if quarter < 2 else (b >> 4)
+        hi = (np.int32(raw[o + 128 + 32 * h + li]) >> (2 * quarter)) & 3
+        qv[p] = lo | (hi << 4)  # unsigned: the 32 offset goes through bsums
+    return f16_to_f32(raw[o + 208], raw[o + 209]), np.float32(0.0)
+
+
+@nb.njit(parallel=True, cache=True, nogil=True)
+def dot_k(raw, row_bytes, kind, bsize, xq, xd, bsums, out):
+    """out (T, N) = W (N, K) . x, W's GGUF bytes raw (N * row_bytes), x as Q8_K
+    (quantize_q8_k); kind / bsize from K_TYPES. Rows in parallel."""
+    t_rows, k = xq.shape
+    n_rows = out.shape[1]
+    nsb = k // QK_K
+    n_chunks = min(n_rows, 256)
+    for c in nb.prange(n_chunks):
+        qv = np.empty(QK_K, np.int32)
+        sc = np.empty(16, np.int32)
+        mn = np.empty(16, np.int32)
+        isum = np.empty(8, np.int32)
+        acc = np.empty((t_rows, 8), np.float32)
+        accm = np.empty((t_rows, 4), np.float32)
+        for n in range(c * n_rows // n_chunks, (c + 1) * n_rows // n_chunks):
+            acc[:] = 0.0
+            accm[:] = 0.0
+            for i in range(nsb):
+                dw, dmw = _decode(raw, n * row_bytes + i * bsize, kind, qv, sc, mn)
+                x0 = i * QK_K
+                for t in range(t_rows):
+                    yd = xd[t, i]
+                    d = np.float32(yd * dw)
+                    dmin = np.float32(-yd * dmw)
+                    if kind == 2:
+                        for lane in range(8):
+                            pr = (mn[2 * lane] * bsums[t, 16 * i + 2 * lane]
+                                  + mn[2 * lane + 1] * bsums[t, 16 * i + 2 * lane + 1])
+                            acc[t, lane] = fma32(dmin, np.float32(pr), acc[t, lane])
+                    elif kind == 4 or kind == 5:
+                        tot = 0
+                        for m in range(4):
+                            s0 = bsums[t, 16 * i + 4 * m] + bsums[t, 16 * i + 4 * m + 1]
+                            s1 = bsums[t, 16 * i + 4 * m + 2] + bsums[t, 16 * i + 4 * m + 3]
+                            pr = mn[4 * m] * s0 + mn[4 * m + 2] * s1
+                            tot += pr
+                            if kind == 4:
+                                accm[t, m] = fma32(dmin, np.float32(pr), accm[t, m])
+                        if kind == 5:
+                            accm[t, 0] = fma32(dmin, np.float32(tot), accm[t, 0])
+                    if kind == 7:
+                        tot = 0
+                        for p in range(QK_K):
+                            tot += sc[p // 16] * qv[p] * xq[t, x0 + p]
+                        tmin = 0
+                        for j in range(8):
+                            tmin += mn[2 * j] * (bsums[t, 16 * i + 2 * j]
+                                                 + bsums[t, 16 * i + 2 * j + 1])
+                        acc[t, 0] = fma32(np.float32(tot), np.float32(dw * yd), acc[t, 0])
+                        accm[t, 0] = fma32(np.float32(tmin), np.float32(dmw * yd), accm[t, 0])
+                        continue
+                    isum[:] = 0
+                    for p in range(QK_K):
+                        lane = (p % 32) // 4
+                        isum[lane] += sc[p // 16] * qv[p] * xq[t, x0 + p]
+                    if kind == 6:
+                        for lane in range(8):
+                            isum[lane] -= 32 * (sc[2 * lane] * bsums[t, 16 * i + 2 * lane]
+                                                + sc[2 * lane + 1] * bsums[t, 16 * i + 2 * lane + 1])
+                    for lane in range(8):
+                        acc[t, lane] = fma32(d, np.float32(isum[lane]), acc[t, lane])
+            for t in range(t_rows):
+                if kind == 7:
+                    out[t, n] = np.float32(acc[t, 0] - accm[t, 0])
+                    continue
+                h = hsum8(acc[t])
+                if kind == 4:
+                    mm = np.float32(np.float32(accm[t, 0] + accm[t, 2])
+                                    + np.float32(accm[t, 1] + accm[t, 3]))
+                    h = np.float32(h + mm)
+                elif kind == 5:
+                    h = np.float32(h + accm[t, 0])
+                out[t, n] = h
+
+
+def ggml_dot_k(raw: np.ndarray, row_bytes: int, ggml_type: int, x: np.ndarray,
+               out: np.ndarray) -> np.ndarray:
+    """out (T, N) float32 = llama.cpp's products of K-quant weight rows (GGUF bytes)
+    with x (T, K) float32 (quantized to Q8_K here)."""
+    kind, bsize = K_TYPES[int(ggml_type)]
+    rows4 = 0
+    if kind == 4 and out.shape[1] % 8 == 0:
+        kind = REPACK_Q4_K
+        rows4 = x.shape[0] - x.shape[0] % 4
+    xq, xd, bsums = quantize_q8_k(x, rows4)
+    dot_k(raw, row_bytes, kind, bsize, xq, xd, bsums, out)
+    return out
