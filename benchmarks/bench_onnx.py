@@ -169,19 +169,33 @@ def format_row(r: Row) -> str:
     )
 
 
+def _geomean(rows: list[Row], key: str) -> tuple[float, Row] | None:
+    ok = [r for r in rows if not r.error and getattr(r, key) == getattr(r, key)]
+    if not ok:
+        return None
+    gm = math.exp(sum(math.log(getattr(r, key)) for r in ok) / len(ok))
+    return gm, max(ok, key=lambda r: getattr(r, key))
+
+
 def print_table(rows: list[Row]) -> None:
     print(HEAD)
     print("-" * len(HEAD))
     for r in rows:
         print(format_row(r))
-    ok = [r for r in rows if not r.error and r.ratio > 0]
-    if ok:
-        gm = math.exp(sum(math.log(r.ratio) for r in ok) / len(ok))
-        worst = max(ok, key=lambda r: r.ratio)
-        print(
-            f"geometric mean latency ratio {gm:.3f} over {len(ok)} models; "
-            f"worst {worst.model}/{worst.exporter} {worst.ratio:.2f}"
-        )
+    groups = [
+        ("all", rows),
+        ("networks", [r for r in rows if r.exporter != "skl2onnx"]),
+        ("scikit-learn", [r for r in rows if r.exporter == "skl2onnx"]),
+    ]
+    for label, group in groups:
+        for key, what in (("ratio", "latency"), ("cpu_ratio", "1-thread CPU-time")):
+            res = _geomean(group, key)
+            if res is not None and group:
+                gm, worst = res
+                print(
+                    f"{label}: geometric mean {what} ratio {gm:.3f} over {len(group)} "
+                    f"models; worst {worst.model}/{worst.exporter} {getattr(worst, key):.2f}"
+                )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -93,8 +93,9 @@ def widened_weights(src: Path) -> tuple[dict[str, np.ndarray], dict]:
     return out, f.metadata
 
 
-def _check(name: str, x: np.ndarray, data: np.ndarray, qtype: gguf.GGMLQuantizationType,
-           type_name: str) -> float:
+def _check(
+    name: str, x: np.ndarray, data: np.ndarray, qtype: gguf.GGMLQuantizationType, type_name: str
+) -> float:
     back = gguf.quants.dequantize(data, qtype).reshape(x.shape)
     err = float(np.sqrt(np.mean((back - x) ** 2)) / (np.sqrt(np.mean(x**2)) + 1e-12))
     if err > MAX_REL_RMS[type_name]:
@@ -141,8 +142,7 @@ def build(out: Path, src: Path | None = None) -> Path:
         il = int(name.split(".")[1]) if name.startswith("blk.") else -1
         type_name = weight_type(name, il, n_layer)
         data, qtype = encode(x, type_name)
-        worst[type_name] = max(worst.get(type_name, 0.0), _check(name, x, data, qtype,
-                                                                type_name))
+        worst[type_name] = max(worst.get(type_name, 0.0), _check(name, x, data, qtype, type_name))
         w.add_tensor(name, data, raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -166,8 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     build(out)
     params = sum(t.n_elements for t in read_gguf(out).tensors.values())
-    print(f"{out}: {params / 1e6:.0f}M parameters, {out.stat().st_size / 2**20:.0f} MB, "
-          f"built in {time.perf_counter() - t:.0f} s")
+    print(
+        f"{out}: {params / 1e6:.0f}M parameters, {out.stat().st_size / 2**20:.0f} MB, "
+        f"built in {time.perf_counter() - t:.0f} s"
+    )
     return 0
 
 

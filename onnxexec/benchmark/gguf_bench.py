@@ -115,8 +115,9 @@ def llama_cpp_model(model: str, n_ctx: int, threads: int) -> Any:
         raise OnnxExecError(
             "--vs llama.cpp needs llama-cpp-python (pip install llama-cpp-python)"
         ) from e
-    return llama_cpp.Llama(model, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                           n_batch=512, verbose=False)
+    return llama_cpp.Llama(
+        model, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, n_batch=512, verbose=False
+    )
 
 
 def llama_cpp_eval(llm: Any, ids: list[int]) -> np.ndarray:
@@ -204,13 +205,26 @@ print(ttft, rss)
 """
 
 
-def child_run(engine: str, model: str, threads: int, n_ctx: int, ids: list[int],
-              n_decode: int) -> tuple[float, float]:
+def child_run(
+    engine: str, model: str, threads: int, n_ctx: int, ids: list[int], n_decode: int
+) -> tuple[float, float]:
     """(seconds from process start to the first token, peak RSS MB) of a fresh process."""
-    args = [str(time.time()), engine, model, str(threads), str(n_ctx), str(n_decode),
-            ",".join(map(str, ids))]
-    out = subprocess.run([sys.executable, "-c", _CHILD, *args], capture_output=True,
-                         text=True, timeout=1800, env=dict(os.environ))
+    args = [
+        str(time.time()),
+        engine,
+        model,
+        str(threads),
+        str(n_ctx),
+        str(n_decode),
+        ",".join(map(str, ids)),
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, *args],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=dict(os.environ),
+    )
     if out.returncode != 0:
         tail = out.stderr.strip().splitlines()[-1:] or ["no output"]
         raise OnnxExecError(f"{engine} child process failed: {tail[0]}")
@@ -218,9 +232,17 @@ def child_run(engine: str, model: str, threads: int, n_ctx: int, ids: list[int],
     return float(ttft), float(rss)
 
 
-def bench_gguf(model: str, *, prompt_len: int = 128, n_decode: int = 64, threads: int = 2,
-               vs: str | None = "llama.cpp", rounds: int = 3, memory: bool = True,
-               profile: bool = True) -> GGUFBenchResult:
+def bench_gguf(
+    model: str,
+    *,
+    prompt_len: int = 128,
+    n_decode: int = 64,
+    threads: int = 2,
+    vs: str | None = "llama.cpp",
+    rounds: int = 3,
+    memory: bool = True,
+    profile: bool = True,
+) -> GGUFBenchResult:
     """Run both engines `rounds` times, interleaved; see the module docstring."""
     if vs not in (None, "llama.cpp", "llama_cpp"):
         raise OnnxExecError(f"unknown anchor '{vs}' for a GGUF model; use llama.cpp or none")
@@ -244,47 +266,66 @@ def bench_gguf(model: str, *, prompt_len: int = 128, n_decode: int = 64, threads
         for e, r in zip(engines, runs, strict=True):
             _round(e, ids, n_decode, r)
     c = ours.llm.config
-    res = GGUFBenchResult(model, threads, prompt_len, n_decode, runs,
-                          file_mb=os.path.getsize(model) / 2**20,
-                          kv_cache_mb=2 * c.n_layer * n_ctx * c.n_head_kv * c.head_dim * 4 / 2**20)
+    res = GGUFBenchResult(
+        model,
+        threads,
+        prompt_len,
+        n_decode,
+        runs,
+        file_mb=os.path.getsize(model) / 2**20,
+        kv_cache_mb=2 * c.n_layer * n_ctx * c.n_head_kv * c.head_dim * 4 / 2**20,
+    )
     if vs:
         a, b = runs[0].greedy_ids, runs[1].greedy_ids
         res.greedy_equal = sum(x == y for x, y in zip(a, b, strict=False))
-        res.greedy_prefix = next((i for i, (x, y) in enumerate(zip(a, b, strict=False))
-                                  if x != y), min(len(a), len(b)))
+        res.greedy_prefix = next(
+            (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+        )
     if profile:
         ours.llm.reset()
         ours.llm.eval(ids)
         res.profile, res.step_wall_ms, res.step_ops_ms = profile_decode_step(
-            ours.llm, runs[0].greedy_ids[0])
+            ours.llm, runs[0].greedy_ids[0]
+        )
     del engines, ours
     if memory:
         for r in runs:
-            r.process_ttft_s, r.peak_rss_mb = child_run(r.name, model, threads, n_ctx, ids,
-                                                        n_decode)
+            r.process_ttft_s, r.peak_rss_mb = child_run(
+                r.name, model, threads, n_ctx, ids, n_decode
+            )
     return res
 
 
 def format_result(r: GGUFBenchResult) -> list[str]:
-    lines = [f"{os.path.basename(r.model)}: {r.threads} threads, {r.prompt_len}-token prompt, "
-             f"{r.n_decode} greedy tokens (medians of rounds)",
-             f"{'engine':<11}{'load s':>8}{'prefill tok/s':>15}{'decode tok/s':>14}"
-             f"{'TTFT ms':>9}{'process TTFT s':>16}{'peak RSS MB':>13}"]
+    lines = [
+        f"{os.path.basename(r.model)}: {r.threads} threads, {r.prompt_len}-token prompt, "
+        f"{r.n_decode} greedy tokens (medians of rounds)",
+        f"{'engine':<11}{'load s':>8}{'prefill tok/s':>15}{'decode tok/s':>14}"
+        f"{'TTFT ms':>9}{'process TTFT s':>16}{'peak RSS MB':>13}",
+    ]
     for e in r.engines:
-        lines.append(f"{e.name:<11}{e.load_s:>8.2f}{e.med('prefill_tok_s'):>15.1f}"
-                     f"{e.med('decode_tok_s'):>14.1f}{e.med('ttft_ms'):>9.0f}"
-                     f"{e.process_ttft_s:>16.2f}{e.peak_rss_mb:>13.0f}")
+        lines.append(
+            f"{e.name:<11}{e.load_s:>8.2f}{e.med('prefill_tok_s'):>15.1f}"
+            f"{e.med('decode_tok_s'):>14.1f}{e.med('ttft_ms'):>9.0f}"
+            f"{e.process_ttft_s:>16.2f}{e.peak_rss_mb:>13.0f}"
+        )
     if len(r.engines) == 2:
-        lines.append(f"ratio onnxexec/llama.cpp: prefill {r.ratio('prefill_tok_s'):.2f}x  "
-                     f"decode {r.ratio('decode_tok_s'):.2f}x")
-        lines.append(f"greedy ids: {r.greedy_equal}/{r.n_decode} equal, first "
-                     f"{r.greedy_prefix} identical")
-    lines.append(f"memory budget (file + KV cache + 200 MB): "
-                 f"{r.file_mb + r.kv_cache_mb + 200:.0f} MB")
+        lines.append(
+            f"ratio onnxexec/llama.cpp: prefill {r.ratio('prefill_tok_s'):.2f}x  "
+            f"decode {r.ratio('decode_tok_s'):.2f}x"
+        )
+        lines.append(
+            f"greedy ids: {r.greedy_equal}/{r.n_decode} equal, first {r.greedy_prefix} identical"
+        )
+    lines.append(
+        f"memory budget (file + KV cache + 200 MB): {r.file_mb + r.kv_cache_mb + 200:.0f} MB"
+    )
     if r.profile:
         over = r.step_wall_ms - r.step_ops_ms
-        lines.append(f"one decode step: {r.step_wall_ms:.2f} ms wall = {r.step_ops_ms:.2f} ms "
-                     f"in ops + {over:.2f} ms executor overhead")
+        lines.append(
+            f"one decode step: {r.step_wall_ms:.2f} ms wall = {r.step_ops_ms:.2f} ms "
+            f"in ops + {over:.2f} ms executor overhead"
+        )
         lines.append(f"  {'op type':<26}{'ms':>9}{'calls':>7}{'share':>8}")
         for op, ms, calls, share in r.profile:
             lines.append(f"  {op:<26}{ms:>9.3f}{calls:>7}{share * 100:>7.1f}%")

@@ -28,12 +28,29 @@ from onnxexec.cli.run import build_feed
 @click.option("--dim", "dims", multiple=True, metavar="NAME=SIZE")
 @click.option("--no-memory", is_flag=True, help="Skip the peak-RSS child processes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--prompt-len", default=128, show_default=True, type=click.IntRange(1),
-              help="GGUF: prompt tokens to prefill.")
-@click.option("-n", "--n-decode", "n_decode", default=64, show_default=True,
-              type=click.IntRange(1), help="GGUF: greedy tokens to decode.")
-@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1),
-              help="GGUF: interleaved prefill+decode rounds per engine.")
+@click.option(
+    "--prompt-len",
+    default=128,
+    show_default=True,
+    type=click.IntRange(1),
+    help="GGUF: prompt tokens to prefill.",
+)
+@click.option(
+    "-n",
+    "--n-decode",
+    "n_decode",
+    default=64,
+    show_default=True,
+    type=click.IntRange(1),
+    help="GGUF: greedy tokens to decode.",
+)
+@click.option(
+    "--rounds",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1),
+    help="GGUF: interleaved prefill+decode rounds per engine.",
+)
 @verbose_option
 def bench_cmd(
     model: str,
@@ -55,8 +72,9 @@ def bench_cmd(
     greedy agreement vs llama.cpp, and a per-op profile of one decode step.
     """
     if model.lower().endswith(".gguf"):
-        _bench_gguf(model, vs or "llama.cpp", threads, prompt_len, n_decode, rounds,
-                    no_memory, as_json)
+        _bench_gguf(
+            model, vs or "llama.cpp", threads, prompt_len, n_decode, rounds, no_memory, as_json
+        )
         return
     vs = vs or "onnxruntime"
     from onnxexec.benchmark.onnx_bench import bench_onnx, format_result, to_json
@@ -85,12 +103,27 @@ def bench_cmd(
             click.echo(line)
 
 
-def _bench_gguf(model: str, vs: str, threads: int, prompt_len: int, n_decode: int,
-                rounds: int, no_memory: bool, as_json: bool) -> None:
+def _bench_gguf(
+    model: str,
+    vs: str,
+    threads: int,
+    prompt_len: int,
+    n_decode: int,
+    rounds: int,
+    no_memory: bool,
+    as_json: bool,
+) -> None:
     from onnxexec.benchmark.gguf_bench import bench_gguf, format_result, to_json
 
-    r = bench_gguf(model, prompt_len=prompt_len, n_decode=n_decode, threads=threads,
-                   vs=None if vs == "none" else vs, rounds=rounds, memory=not no_memory)
+    r = bench_gguf(
+        model,
+        prompt_len=prompt_len,
+        n_decode=n_decode,
+        threads=threads,
+        vs=None if vs == "none" else vs,
+        rounds=rounds,
+        memory=not no_memory,
+    )
     click.echo(to_json(r) if as_json else "\n".join(format_result(r)))
 
 

@@ -80,7 +80,7 @@ def _im2col_wide(xp, c0, c1, kh, kw, dh, dw, i0, i1, cols):
         for a in range(kh):
             for b in range(kw):
                 start = (i0 + a * dh) * wp + b * dw
-                src = plane[start:start + n]
+                src = plane[start : start + n]
                 dst = cols[((c - c0) * kh + a) * kw + b]
                 for q in range(n):
                     dst[q] = src[q]
@@ -96,10 +96,10 @@ def _compact(ext, wp, rows, y, col0, ow, bias, has_bias, z, has_z, code, alpha, 
     for r in range(ext.shape[0]):
         b0 = bias[r] if has_bias else f32(0.0)
         for i in range(rows):
-            src = ext[r, i * wp:i * wp + ow]
-            dst = y[r, col0 + i * ow:col0 + (i + 1) * ow]
+            src = ext[r, i * wp : i * wp + ow]
+            dst = y[r, col0 + i * ow : col0 + (i + 1) * ow]
             if has_z:
-                zz = z[r, col0 + i * ow:col0 + (i + 1) * ow]
+                zz = z[r, col0 + i * ow : col0 + (i + 1) * ow]
                 for j in range(ow):
                     dst[j] = src[j] + b0 + zz[j]
             else:
@@ -206,15 +206,24 @@ def conv2d(
     wmat = w.reshape(group, mg, cg * kh * kw)
     if wmat.dtype != np.float32 or not wmat.flags.c_contiguous:
         wmat = np.ascontiguousarray(wmat, dtype=np.float32)
-    pointwise = kh == kw == 1 and geo.sh == geo.sw == 1 and geo.ph == geo.pw == 0 and (
-        oh, ow) == (height, width)
+    pointwise = (
+        kh == kw == 1
+        and geo.sh == geo.sw == 1
+        and geo.ph == geo.pw == 0
+        and (oh, ow) == (height, width)
+    )
     for i in range(n):
         xp = _padded(x[i], geo, oh) if not pointwise and geo.sh == geo.sw == 1 else None
         for g in range(group):
             sl = slice(g * mg, (g + 1) * mg)
             y = out[i, sl].reshape(mg, oh * ow)
-            ep = Epi(None if b is None else b[sl], act, alpha, beta,
-                     None if zc is None else zc[i, sl].reshape(mg, oh * ow))
+            ep = Epi(
+                None if b is None else b[sl],
+                act,
+                alpha,
+                beta,
+                None if zc is None else zc[i, sl].reshape(mg, oh * ow),
+            )
             c0, c1 = g * cg, (g + 1) * cg
             if pointwise:
                 _pointwise(wmat[g], x[i, c0:c1].reshape(cg, -1), y, ep)
@@ -249,9 +258,17 @@ class Epi:
     z: np.ndarray | None
 
     def apply(self, y: np.ndarray, n0: int, n1: int, rows: slice = slice(None)) -> None:
-        epilogue(y[rows], n0, n1, None if self.bias is None else self.bias[rows], self.act,
-                 self.alpha, self.beta, row_bias=True,
-                 z=None if self.z is None else self.z[rows])
+        epilogue(
+            y[rows],
+            n0,
+            n1,
+            None if self.bias is None else self.bias[rows],
+            self.act,
+            self.alpha,
+            self.beta,
+            row_bias=True,
+            z=None if self.z is None else self.z[rows],
+        )
 
 
 def _depthwise_all(x, w, b, geo: Geo, out, act, alpha, beta) -> None:
@@ -260,8 +277,24 @@ def _depthwise_all(x, w, b, geo: Geo, out, act, alpha, beta) -> None:
     for i in range(x.shape[0]):
 
         def planes(m0: int, m1: int, i: int = i) -> None:
-            _depthwise(x[i], wk, _NO_BIAS if b is None else b, b is not None, geo.sh, geo.sw,
-                       geo.ph, geo.pw, geo.dh, geo.dw, out[i], m0, m1, act, alpha, beta)
+            _depthwise(
+                x[i],
+                wk,
+                _NO_BIAS if b is None else b,
+                b is not None,
+                geo.sh,
+                geo.sw,
+                geo.ph,
+                geo.pw,
+                geo.dh,
+                geo.dw,
+                out[i],
+                m0,
+                m1,
+                act,
+                alpha,
+                beta,
+            )
 
         parallel_for(planes, m, min_chunk=max(1, 8192 // max(oh * ow, 1)))
 
@@ -304,12 +337,13 @@ def _padded(xi: np.ndarray, geo: Geo, oh: int) -> np.ndarray:
     wp = max(width + geo.pw, (geo.ow - 1) + (geo.kw - 1) * geo.dw + 1)
     hp = max(height + geo.ph, oh + (geo.kh - 1) * geo.dh) + 1
     xp = np.zeros((c, hp, wp), dtype=np.float32)
-    xp[:, geo.ph:geo.ph + height, geo.pw:geo.pw + width] = xi
+    xp[:, geo.ph : geo.ph + height, geo.pw : geo.pw + width] = xi
     return xp
 
 
-def _wide_gemm(xp: np.ndarray, c0: int, c1: int, wm: np.ndarray, y: np.ndarray, geo: Geo,
-               ep: Epi) -> None:
+def _wide_gemm(
+    xp: np.ndarray, c0: int, c1: int, wm: np.ndarray, y: np.ndarray, geo: Geo, ep: Epi
+) -> None:
     """Stride-1 conv: im2col at the padded width (one contiguous copy per column-matrix
     row), one sgemm per tile into a wide buffer, then compaction + epilogue into y."""
     ck = wm.shape[1]
@@ -331,14 +365,16 @@ def _wide_gemm(xp: np.ndarray, c0: int, c1: int, wm: np.ndarray, y: np.ndarray, 
             cm, em = cols[:, :width], ext[:, :width]
             _im2col_wide(xp, c0, c1, geo.kh, geo.kw, geo.dh, geo.dw, i0, i1, cm)
             np.matmul(wm, cm, out=em)
-            _compact(em, wp, i1 - i0, y, i0 * ow, ow, bias, has_b, z, has_z, ep.act, ep.alpha,
-                     ep.beta)
+            _compact(
+                em, wp, i1 - i0, y, i0 * ow, ow, bias, has_b, z, has_z, ep.act, ep.alpha, ep.beta
+            )
 
     parallel_for(run, tiles)
 
 
-def _im2col_gemm(xi: np.ndarray, c0: int, c1: int, wm: np.ndarray, y: np.ndarray, geo: Geo,
-                 ep: Epi) -> None:
+def _im2col_gemm(
+    xi: np.ndarray, c0: int, c1: int, wm: np.ndarray, y: np.ndarray, geo: Geo, ep: Epi
+) -> None:
     """y (M, OH*OW) = epilogue(wm (M, Cg*KH*KW) @ im2col(xi[c0:c1])), tiled by rows."""
     ck = wm.shape[1]
     ow = geo.ow
@@ -350,10 +386,25 @@ def _im2col_gemm(xi: np.ndarray, c0: int, c1: int, wm: np.ndarray, y: np.ndarray
         cols = np.empty((ck, rows_per_tile * ow), dtype=np.float32)
         for t in range(t0, t1):
             i0, i1 = t * rows_per_tile, min((t + 1) * rows_per_tile, oh)
-            cm = cols[:, :(i1 - i0) * ow]
-            _im2col_rows(xi, c0, c1, geo.kh, geo.kw, geo.sh, geo.sw, geo.ph, geo.pw, geo.dh,
-                         geo.dw, ow, i0, i1, cm)
-            np.matmul(wm, cm, out=y[:, i0 * ow:i1 * ow])
+            cm = cols[:, : (i1 - i0) * ow]
+            _im2col_rows(
+                xi,
+                c0,
+                c1,
+                geo.kh,
+                geo.kw,
+                geo.sh,
+                geo.sw,
+                geo.ph,
+                geo.pw,
+                geo.dh,
+                geo.dw,
+                ow,
+                i0,
+                i1,
+                cm,
+            )
+            np.matmul(wm, cm, out=y[:, i0 * ow : i1 * ow])
             ep.apply(y, i0 * ow, i1 * ow)
 
     parallel_for(run, tiles)

@@ -22,9 +22,21 @@ from onnxexec.kernels.parallel import parallel_for
 from onnxexec.kernels.vmath import erf32, exp_row, tanh32
 
 OPS: Final[dict[str, int]] = {
-    "Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Max": 4, "Min": 5,
-    "Neg": 10, "Abs": 11, "Relu": 12, "Sigmoid": 13, "Tanh": 14, "Exp": 15, "Sqrt": 16,
-    "Reciprocal": 17, "Erf": 18,
+    "Add": 0,
+    "Sub": 1,
+    "Mul": 2,
+    "Div": 3,
+    "Max": 4,
+    "Min": 5,
+    "Neg": 10,
+    "Abs": 11,
+    "Relu": 12,
+    "Sigmoid": 13,
+    "Tanh": 14,
+    "Exp": 15,
+    "Sqrt": 16,
+    "Reciprocal": 17,
+    "Erf": 18,
 }
 BINARY: Final = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min"})
 f32 = np.float32
@@ -107,8 +119,14 @@ def _rows(prog, consts, ins, rows_in, out, n_regs, result, r0, r1):
             orow[j] = res[j]
 
 
-def run(prog: np.ndarray, consts: np.ndarray, inputs: list[np.ndarray], out_shape: tuple,
-        result: int, n_regs: int) -> np.ndarray:
+def run(
+    prog: np.ndarray,
+    consts: np.ndarray,
+    inputs: list[np.ndarray],
+    out_shape: tuple,
+    result: int,
+    n_regs: int,
+) -> np.ndarray:
     """Evaluate the program; each input is (rows_in, D or 1) for an (R, D) output."""
     d = out_shape[-1] if out_shape else 1
     total = math.prod(out_shape)
@@ -122,20 +140,37 @@ def run(prog: np.ndarray, consts: np.ndarray, inputs: list[np.ndarray], out_shap
     def part(r0: int, r1: int) -> None:
         _rows(prog, consts, ins, rows_in, out, n_regs, result, r0, r1)
 
-    parallel_for(part, rows, min_chunk=max(1, 16384 // max(d, 1)))
+    parallel_for(part, rows, min_chunk=max(1, 65536 // max(d, 1)))
     return out.reshape(out_shape)
 
 
 _NP = {
-    0: np.add, 1: np.subtract, 2: np.multiply, 3: np.divide, 4: np.maximum, 5: np.minimum,
-    10: np.negative, 11: np.abs, 12: lambda x: np.maximum(x, 0),
-    13: lambda x: 1 / (1 + np.exp(-x)), 14: np.tanh, 15: np.exp, 16: np.sqrt,
-    17: lambda x: 1 / x, 18: np.vectorize(math.erf, otypes=[np.float64]),
+    0: np.add,
+    1: np.subtract,
+    2: np.multiply,
+    3: np.divide,
+    4: np.maximum,
+    5: np.minimum,
+    10: np.negative,
+    11: np.abs,
+    12: lambda x: np.maximum(x, 0),
+    13: lambda x: 1 / (1 + np.exp(-x)),
+    14: np.tanh,
+    15: np.exp,
+    16: np.sqrt,
+    17: lambda x: 1 / x,
+    18: np.vectorize(math.erf, otypes=[np.float64]),
 }
 
 
-def run_reference(prog: np.ndarray, consts: np.ndarray, inputs: list[np.ndarray],
-                  out_shape: tuple, result: int, n_regs: int) -> np.ndarray:
+def run_reference(
+    prog: np.ndarray,
+    consts: np.ndarray,
+    inputs: list[np.ndarray],
+    out_shape: tuple,
+    result: int,
+    n_regs: int,
+) -> np.ndarray:
     """The program evaluated with float64 numpy ops (reference for tests)."""
     d = out_shape[-1] if out_shape else 1
     rows = math.prod(out_shape) // d if d else 0

@@ -107,8 +107,14 @@ def dot_blocks(raw, row_bytes, kind, bsize, xq, xst, out):
             out[t, n] = np.float32(hsum8(acc[t]) + summs[t])
 
 
-def ggml_dot(raw: np.ndarray, row_bytes: int, ggml_type: int, xq: np.ndarray,
-             xst: np.ndarray, out: np.ndarray) -> np.ndarray:
+def ggml_dot(
+    raw: np.ndarray,
+    row_bytes: int,
+    ggml_type: int,
+    xq: np.ndarray,
+    xst: np.ndarray,
+    out: np.ndarray,
+) -> np.ndarray:
     """out (T, N) float32 = llama.cpp's dot products of the weight rows (GGUF bytes
     `raw`, `row_bytes` per row) with quantize_act's (xq, xst)."""
     kind, bsize = BLOCK_TYPES[int(ggml_type)]

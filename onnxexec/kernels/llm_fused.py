@@ -24,9 +24,21 @@ import numba as nb
 import numpy as np
 
 from onnxexec.kernels.actquant import quantize_act
-from onnxexec.kernels.ggml_math import _rope_cache, expf, fma32
+from onnxexec.kernels.ggml_math import (
+    _LN2_HI,
+    _LN2_LO,
+    _LOG2E,
+    _P0,
+    _P1,
+    _P2,
+    _P3,
+    _P4,
+    _R,
+    _rope_cache,
+    expf,
+    fma32,
+)
 from onnxexec.kernels.lanes import twins
-
 
 _F16_MIN_NORMAL: Final = 0x38800000  # float32 bits of 2^-14
 _F32_INF: Final = 0x7F800000
@@ -40,14 +52,41 @@ def f16_round(x):
     if a >= np.uint32(_F32_INF):
         return x
     if a < np.uint32(_F16_MIN_NORMAL):  # subnormal halves: spacing 2^-24, exact in f32
-        r = np.float32(np.rint(np.uint32(a).view(np.float32) * np.float32(2.0**24)) * np.float32(2.0**-24))
+        r = np.float32(
+            np.rint(np.uint32(a).view(np.float32) * np.float32(2.0**24)) * np.float32(2.0**-24)
+        )
     else:
-        b = np.uint32((a + np.uint32(0xFFF) + ((a >> np.uint32(13)) & np.uint32(1)))
-                      & np.uint32(0xFFFFE000))
+        b = np.uint32(
+            (a + np.uint32(0xFFF) + ((a >> np.uint32(13)) & np.uint32(1))) & np.uint32(0xFFFFE000)
+        )
         r = np.uint32(b).view(np.float32)
         if r > np.float32(65504.0):
             r = np.float32(np.inf)
     return -r if x < 0 else r
+
+
+@nb.njit(cache=True, nogil=True)
+def expf_into(x, out):
+    """out[i] = ggml_math.expf(x[i]) bit for bit, 1-D float32 arrays, in a loop the
+    compiler vectorizes: the common case (2^n a normal float32) for every element
+    branch-free, then the rare others again through expf."""
+    special = 0
+    for i in range(x.shape[0]):
+        xi = x[i]
+        z = fma32(xi, _LOG2E, _R)
+        n = np.float32(z - _R)
+        b = fma32(-n, _LN2_LO, fma32(-n, _LN2_HI, xi))
+        u = np.float32(b * b)
+        j = fma32(fma32(fma32(_P0, b, _P1), u, fma32(_P2, b, _P3)), u, np.float32(_P4 * b))
+        ok = abs(n) <= np.float32(126.0)
+        e = np.int32(n) if ok else np.int32(0)
+        k = np.uint32(np.uint32(e + 127) << np.uint32(23)).view(np.float32)
+        out[i] = fma32(j, k, k)
+        special |= 0 if ok else 1
+    if special:
+        for i in range(x.shape[0]):
+            if not abs(np.float32(np.float32(fma32(x[i], _LOG2E, _R)) - _R)) <= 126.0:
+                out[i] = expf(x[i])
 
 
 @nb.njit(cache=True, nogil=True)
@@ -76,10 +115,14 @@ def swiglu_quant(g, u, f):
     """f = silu(g) * u, all (T, F) f32, as ggml_math.silu_mul rounds it; returns
     quantize_act(f)."""
     T, F = f.shape
+    neg = np.empty(F, np.float32)
+    e = np.empty(F, np.float32)
     for t in range(T):
         for i in range(F):
-            v = g[t, i]
-            f[t, i] = np.float32(v / (np.float32(1.0) + expf(np.float32(0.0) - v))) * u[t, i]
+            neg[i] = np.float32(0.0) - g[t, i]
+        expf_into(neg, e)
+        for i in range(F):
+            f[t, i] = np.float32(g[t, i] / (np.float32(1.0) + e[i])) * u[t, i]
     return quantize_act(f)
 
 
@@ -104,27 +147,44 @@ def _rotate(x, o, cos, sin, head_dim, n_dims, neox, out):
 def _reduce32(acc, c):
     """GGML_F32x8_REDUCE of 4 x 8 accumulators acc[r, l, c] (attention._reduce_vec_dot)."""
     t0 = np.float32(
-        np.float32(np.float32(acc[0, 0, c] + acc[2, 0, c]) + np.float32(acc[1, 0, c] + acc[3, 0, c]))
-        + np.float32(np.float32(acc[0, 4, c] + acc[2, 4, c]) + np.float32(acc[1, 4, c] + acc[3, 4, c]))
+        np.float32(
+            np.float32(acc[0, 0, c] + acc[2, 0, c]) + np.float32(acc[1, 0, c] + acc[3, 0, c])
+        )
+        + np.float32(
+            np.float32(acc[0, 4, c] + acc[2, 4, c]) + np.float32(acc[1, 4, c] + acc[3, 4, c])
+        )
     )
     t1 = np.float32(
-        np.float32(np.float32(acc[0, 1, c] + acc[2, 1, c]) + np.float32(acc[1, 1, c] + acc[3, 1, c]))
-        + np.float32(np.float32(acc[0, 5, c] + acc[2, 5, c]) + np.float32(acc[1, 5, c] + acc[3, 5, c]))
+        np.float32(
+            np.float32(acc[0, 1, c] + acc[2, 1, c]) + np.float32(acc[1, 1, c] + acc[3, 1, c])
+        )
+        + np.float32(
+            np.float32(acc[0, 5, c] + acc[2, 5, c]) + np.float32(acc[1, 5, c] + acc[3, 5, c])
+        )
     )
     t2 = np.float32(
-        np.float32(np.float32(acc[0, 2, c] + acc[2, 2, c]) + np.float32(acc[1, 2, c] + acc[3, 2, c]))
-        + np.float32(np.float32(acc[0, 6, c] + acc[2, 6, c]) + np.float32(acc[1, 6, c] + acc[3, 6, c]))
+        np.float32(
+            np.float32(acc[0, 2, c] + acc[2, 2, c]) + np.float32(acc[1, 2, c] + acc[3, 2, c])
+        )
+        + np.float32(
+            np.float32(acc[0, 6, c] + acc[2, 6, c]) + np.float32(acc[1, 6, c] + acc[3, 6, c])
+        )
     )
     t3 = np.float32(
-        np.float32(np.float32(acc[0, 3, c] + acc[2, 3, c]) + np.float32(acc[1, 3, c] + acc[3, 3, c]))
-        + np.float32(np.float32(acc[0, 7, c] + acc[2, 7, c]) + np.float32(acc[1, 7, c] + acc[3, 7, c]))
+        np.float32(
+            np.float32(acc[0, 3, c] + acc[2, 3, c]) + np.float32(acc[1, 3, c] + acc[3, 3, c])
+        )
+        + np.float32(
+            np.float32(acc[0, 7, c] + acc[2, 7, c]) + np.float32(acc[1, 7, c] + acc[3, 7, c])
+        )
     )
     return np.float32(np.float32(t0 + t1) + np.float32(t2 + t3))
 
 
 @nb.njit(cache=True, nogil=True)
-def rope_store_one(qkv, q0, k0, v0, k_cache, v_cache, pos, head_dim, n_dims, base,
-                   freq_scale, neox, qr):
+def rope_store_one(
+    qkv, q0, k0, v0, k_cache, v_cache, pos, head_dim, n_dims, base, freq_scale, neox, qr
+):
     """One token: q, k, v = qkv[0, q0:], qkv[0, k0:], qkv[0, v0:] (H*Dh, Hkv*Dh, Hkv*Dh
     wide); RoPE at `pos` (q into qr (H*Dh,)), k and v half-rounded into cache row pos."""
     _, Hkv, Dh = k_cache.shape
@@ -158,6 +218,7 @@ def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv
     for h in nb.prange(H):  # each head writes its own slice of a
         qv = np.empty(Dh, np.float32)
         w = np.empty(p + 1, np.float32)
+        dj = np.empty(p + 1, np.float32)
         v8 = np.empty(8, np.float32)
         e = np.empty(8, np.float32)
         acc2 = np.zeros((4, 8, Dh), np.float32)
@@ -202,14 +263,14 @@ def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv
             s = np.float32(s * scale)
             w[j] = s
             m = max(m, s)
+        for j in range(lo, p + 1):
+            dj[j] = np.float32(w[j] - m)
+        expf_into(dj[lo : p + 1], w[lo : p + 1])
         total = 0.0
         for c0 in range(lo // 8 * 8, p + 1, 8):
             for i in range(8):
                 j = c0 + i
-                e[i] = 0.0
-                if lo <= j <= p:
-                    e[i] = expf(np.float32(w[j] - m))
-                    w[j] = e[i]
+                e[i] = w[j] if lo <= j <= p else np.float32(0.0)
             a0 = np.float32(e[0] + e[4])
             a1 = np.float32(e[1] + e[5])
             a2 = np.float32(e[2] + e[6])

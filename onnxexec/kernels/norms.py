@@ -132,7 +132,8 @@ def layer_norm(
             r1,
         )
 
-    parallel_for(run, x2.shape[0], min_chunk=max(1, 32768 // max(d, 1)))
+    # a span of ~64K elements: smaller jobs cost more to hand to a thread than to run
+    parallel_for(run, x2.shape[0], min_chunk=max(1, 65536 // max(d, 1)))
     return y.reshape(x.shape), (s_out.reshape(x.shape) if keep_sum else None)
 
 

@@ -32,16 +32,17 @@ from typing import Any, Final
 
 import numpy as np
 
+from onnxexec.kernels import ggml_matmul as ggml_matmul_module
 from onnxexec.kernels import qtypes as q
 from onnxexec.kernels.actquant import quantize_act
 from onnxexec.kernels.dequant import SUPPORTED_TYPES, block_geometry, dequantize, dequantize_into
-from onnxexec.kernels.ggml_matmul import EXACT_TYPES as GGML_EXACT_TYPES
 from onnxexec.kernels.ggml_matmul import RAW_TYPES as GGML_RAW_TYPES
+from onnxexec.kernels.ggml_matmul import ROUTED_TYPES as GGML_ROUTED_TYPES
 from onnxexec.kernels.ggml_matmul import ggml_matmul
 from onnxexec.kernels.lanes import LANES, pick
 from onnxexec.kernels.qlayout import nib_layout, q6_k_layout, q8_0_layout
-from onnxexec.kernels import ggml_matmul as ggml_matmul_module
 from onnxexec.kernels.qmv_exact import EXACT_KERNELS
+from onnxexec.kernels.qmv_exact_k import K_EXACT_TYPES, lanes_ok, qmatmul_k_exact
 from onnxexec.kernels.qmv_nib import DEQ_NIB_PANEL, DEQ_NIB_ROWS, QMV_NIB
 from onnxexec.kernels.qmv_q8 import (
     DEQ_Q6K_PANEL,
@@ -105,6 +106,10 @@ def prepare_weight(raw: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> Q
             f"{q.type_name(t)} weight {shp}: expected {need} bytes "
             f"(row length a multiple of {block}), got {flat.size}"
         )
+    if t in K_EXACT_TYPES and lanes_ok(t, n):  # llama.cpp's order on lanes (qmv_exact_k)
+        w = _lanes_weight(flat, t, n, k, size * (k // block))
+        release_pages(flat)
+        return w
     # -- llama.cpp-order kernels (F4, ggml_matmul.py): these types keep their GGUF bytes
     if t in GGML_RAW_TYPES:
         return QWeight(t, shp, "raw", {"raw": flat, "row_bytes": k // block * size})
@@ -195,9 +200,13 @@ def qmatmul(
         raise ValueError(f"qmatmul: mode must be 'auto', 'int8' or 'float', got {mode!r}")
     if t_rows == 0:
         return out
+    if w.ggml_type in K_EXACT_TYPES and w.args and (
+        mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)
+    ):
+        return qmatmul_k_exact(x, w.args, w.ggml_type, out)
     # -- llama.cpp-order kernels (F4): mode "int8" means llama.cpp's numerics
-    if w.ggml_type in GGML_RAW_TYPES and (
-        mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T and w.layout == "raw")
+    if w.ggml_type in GGML_ROUTED_TYPES and (
+        mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)
     ):
         return ggml_matmul(x, w, out)
     # -- end F4
@@ -225,7 +234,10 @@ def int8_kernels(w: QWeight) -> tuple[Any, Any]:
 
 def int8_path(w: QWeight, t_rows: int, mode: str) -> bool:
     """True when qmatmul(x, w, mode=mode) with t_rows rows quantizes the activations
-    (then qmatmul_q(*quantize_act(x), w, out) gives the same result)."""
+    with quantize_act (then qmatmul_q(*quantize_act(x), w, out) gives the same result;
+    not for Q4_K / Q6_K, whose activations are Q8_K)."""
+    if w.ggml_type in K_EXACT_TYPES:
+        return False
     return bool(w.args) and (mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T))
 
 
@@ -259,7 +271,11 @@ def _grouped_keys(w: QWeight) -> tuple[str, ...]:
 
 
 def can_fuse_rows(ws: list[QWeight]) -> bool:
-    """True when fuse_rows accepts these weights: one lanes layout, type and row length."""
+    """True when fuse_rows accepts these weights: one lanes layout, type and row length.
+
+    Not GGUF-byte ("raw") weights: the llama.cpp-order kernels pick their summation
+    order by the weight's row count (tinyBLAS or not), so stacking rows could change
+    a row's result."""
     w0 = ws[0]
     return w0.layout in _GROUPED and all(
         w.layout == w0.layout and w.ggml_type == w0.ggml_type and w.shape[1] == w0.shape[1]

@@ -26,6 +26,7 @@ from onnxexec.kernels import qtypes as q
 from onnxexec.kernels.lanes import twins
 from onnxexec.kernels.qtypes import QK
 
+
 @nb.njit(cache=True, nogil=True, inline="always")
 def _q5(byte, h0, h1, j, sub):
     """Values j and j + 16 of a Q5 block (nibbles of `byte`, fifth bits from the bit
@@ -91,12 +92,16 @@ def _qmv_exact_nib(qs, qh, fsc, usc, kind, off, xq, xst, out, n_chunks):
                                 v2 = np.int16(qs[g, b, j + 2, ln])
                                 v3 = np.int16(qs[g, b, j + 3, ln])
                                 s[lq, ln] = np.int16(
-                                    np.int16(v0 & 15) * x0 + np.int16(v1 & 15) * x1
-                                    + np.int16(v2 & 15) * x2 + np.int16(v3 & 15) * x3
+                                    np.int16(v0 & 15) * x0
+                                    + np.int16(v1 & 15) * x1
+                                    + np.int16(v2 & 15) * x2
+                                    + np.int16(v3 & 15) * x3
                                 )
                                 s[lq + 4, ln] = np.int16(
-                                    np.int16(v0 >> 4) * y0 + np.int16(v1 >> 4) * y1
-                                    + np.int16(v2 >> 4) * y2 + np.int16(v3 >> 4) * y3
+                                    np.int16(v0 >> 4) * y0
+                                    + np.int16(v1 >> 4) * y1
+                                    + np.int16(v2 >> 4) * y2
+                                    + np.int16(v3 >> 4) * y3
                                 )
                     xd = xst[t, 0, b]
                     for ln in range(G):

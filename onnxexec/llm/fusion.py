@@ -107,8 +107,14 @@ def _match_attn(ix: _Index, add: Node) -> tuple[list[Node], Node] | None:
         return None
     q_name, k_name, v_name, kc, vc, pos = att.inputs
     rq, rk = ix.made_by(q_name, "RoPE"), ix.made_by(k_name, "RoPE")
-    if rq is None or rk is None or rq.attrs != rk.attrs or rq.inputs[1] != pos \
-            or rk.inputs[1] != pos or not (ix.private(q_name) and ix.private(k_name)):
+    if (
+        rq is None
+        or rk is None
+        or rq.attrs != rk.attrs
+        or rq.inputs[1] != pos
+        or rk.inputs[1] != pos
+        or not (ix.private(q_name) and ix.private(k_name))
+    ):
         return None
     mms = [_qmm(ix, rq.inputs[0]), _qmm(ix, rk.inputs[0]), _qmm(ix, v_name)]
     if any(m is None for m in mms) or not all(ix.private(m.outputs[0]) for m in mms):
@@ -116,14 +122,22 @@ def _match_attn(ix: _Index, add: Node) -> tuple[list[Node], Node] | None:
     h = mms[0].inputs[0]
     norm = _norm(ix, h, 3)
     modes = {m.attrs.get("mode", "auto") for m in [*mms, o_mm]}
-    if norm is None or norm.inputs[0] != x or any(m.inputs[0] != h for m in mms) \
-            or len(modes) != 1:
+    if norm is None or norm.inputs[0] != x or any(m.inputs[0] != h for m in mms) or len(modes) != 1:
         return None
-    attrs = {**rq.attrs, **att.attrs, "epsilon": norm.attrs.get("epsilon", 1e-5),
-             "mode": modes.pop()}
-    fused = Node("AttnBlock", (x, norm.inputs[1], *(m.inputs[1] for m in mms),
-                               o_mm.inputs[1], kc, vc, pos),
-                 add.outputs, attrs, add.name or add.outputs[0], D)
+    attrs = {
+        **rq.attrs,
+        **att.attrs,
+        "epsilon": norm.attrs.get("epsilon", 1e-5),
+        "mode": modes.pop(),
+    }
+    fused = Node(
+        "AttnBlock",
+        (x, norm.inputs[1], *(m.inputs[1] for m in mms), o_mm.inputs[1], kc, vc, pos),
+        add.outputs,
+        attrs,
+        add.name or add.outputs[0],
+        D,
+    )
     return [norm, *mms, rq, rk, att, o_mm, add], fused
 
 
@@ -143,10 +157,17 @@ def _match_ffn(ix: _Index, add: Node) -> tuple[list[Node], Node] | None:
     modes = {m.attrs.get("mode", "auto") for m in [*mms, d_mm]}
     if norm is None or norm.inputs[0] != x or mms[1].inputs[0] != h or len(modes) != 1:
         return None
-    attrs = dict(epsilon=norm.attrs.get("epsilon", 1e-5), act=act.attrs.get("act", "silu"),
-                 mode=modes.pop())
-    fused = Node("FFNBlock", (x, norm.inputs[1], mms[0].inputs[1], mms[1].inputs[1],
-                              d_mm.inputs[1]), add.outputs, attrs, add.name or add.outputs[0], D)
+    attrs = dict(
+        epsilon=norm.attrs.get("epsilon", 1e-5), act=act.attrs.get("act", "silu"), mode=modes.pop()
+    )
+    fused = Node(
+        "FFNBlock",
+        (x, norm.inputs[1], mms[0].inputs[1], mms[1].inputs[1], d_mm.inputs[1]),
+        add.outputs,
+        attrs,
+        add.name or add.outputs[0],
+        D,
+    )
     return [norm, *mms, act, d_mm, add], fused
 
 
@@ -157,8 +178,14 @@ def _match_head(ix: _Index, mm: Node) -> tuple[list[Node], Node] | None:
     if norm is None:
         return None
     attrs = dict(epsilon=norm.attrs.get("epsilon", 1e-5), mode=mm.attrs.get("mode", "auto"))
-    fused = Node("NormQMatMul", (norm.inputs[0], norm.inputs[1], mm.inputs[1]), mm.outputs,
-                 attrs, mm.name or mm.outputs[0], D)
+    fused = Node(
+        "NormQMatMul",
+        (norm.inputs[0], norm.inputs[1], mm.inputs[1]),
+        mm.outputs,
+        attrs,
+        mm.name or mm.outputs[0],
+        D,
+    )
     return [norm, mm], fused
 
 

@@ -96,6 +96,9 @@ class GGUFFile:
         return self.metadata.get(key, default)
 
 
+_U64 = struct.Struct("<Q")
+
+
 class _Cursor:
     """Bounds-checked little-endian reads from the mapped file."""
 
@@ -131,6 +134,25 @@ class _Cursor:
         # surrogateescape keeps invalid UTF-8 (seen in some vocabularies) lossless
         return raw.decode("utf-8", errors="surrogateescape")
 
+    def _strings(self, n: int) -> list[str] | None:
+        """n strings in one tight loop; None (position unchanged) if any runs past the
+        end, so that the per-element path raises its precise error."""
+        buf, pos, end = self.buf, self.pos, len(self.buf)
+        unpack = _U64.unpack_from
+        out = []
+        append = out.append
+        for _ in range(n):
+            if pos + 8 > end:
+                return None
+            (m,) = unpack(buf, pos)
+            pos += 8
+            if pos + m > end:
+                return None
+            append(str(buf[pos : pos + m], "utf-8", "surrogateescape"))
+            pos += m
+        self.pos = pos
+        return out
+
     def value(self, vtype: int, what: str) -> Any:
         if vtype in _SCALARS:
             code, size = _SCALARS[vtype]
@@ -151,6 +173,10 @@ class _Cursor:
                     f"{self.path}: {what}: unknown GGUF array element type {etype}"
                 )
             self.need(n * 8, what)  # every string/array element takes at least 8 bytes
+            if etype == _STRING:
+                fast = self._strings(n)  # vocabularies: ~100k strings
+                if fast is not None:
+                    return fast
             return [self.value(etype, what) for _ in range(n)]
         raise ModelLoadError(f"{self.path}: {what}: unknown GGUF value type {vtype}")
 

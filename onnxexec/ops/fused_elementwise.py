@@ -26,8 +26,13 @@ def _as_rows(x: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
 
 
 @op("FusedElementwise", 1, domain="onnxexec")
-def fused_elementwise(*inputs: np.ndarray, program: tuple[int, ...], constants: tuple[float, ...] = (),
-                      result: int = 0, registers: int = 0) -> np.ndarray:
+def fused_elementwise(
+    *inputs: np.ndarray,
+    program: tuple[int, ...],
+    constants: tuple[float, ...] = (),
+    result: int = 0,
+    registers: int = 0,
+) -> np.ndarray:
     """Apply the register program (op, dst, a, b quadruples) to the broadcast inputs."""
     out_shape = np.broadcast_shapes(*(x.shape for x in inputs))
     prog = np.asarray(program, dtype=np.int64).reshape(-1, 4)

@@ -14,10 +14,12 @@ import math
 import numpy as np
 
 from onnxexec.kernels.attention import kv_attention
+from onnxexec.kernels.ggml_dot_f16 import ggml_dot_float
 from onnxexec.kernels.ggml_math import gelu_f16_table, rope_cache, rope_rotate, silu_mul
 from onnxexec.kernels.ggml_math import rms_norm as ggml_rms_norm
 from onnxexec.kernels.ggml_math import softcap as softcap_kernel
 from onnxexec.kernels.qmatmul import QWeight, qembedding, qmatmul
+from onnxexec.kernels.qtypes import F32
 from onnxexec.ops.registry import op
 
 D = "onnxexec"
@@ -47,7 +49,14 @@ def q_matmul(
 ) -> np.ndarray:
     """(T, K) f32 @ (N, K)^T -> (T, N) f32 (+ bias (N,)); `mode` as qmatmul's
     ("int8" quantizes activations like llama.cpp at every T)."""
-    y = qmatmul(x, w, mode=mode) if isinstance(w, QWeight) else np.matmul(x, w.T)
+    if isinstance(w, QWeight):
+        y = qmatmul(x, w, mode=mode)
+    elif mode == "int8" and w.dtype == np.float32:  # F32 matrix: llama.cpp's order (F4)
+        xc = np.ascontiguousarray(x, dtype=np.float32)
+        y = np.empty((xc.shape[0], w.shape[0]), np.float32)
+        ggml_dot_float(np.ascontiguousarray(w), F32, xc, y)
+    else:
+        y = np.matmul(x, w.T)
     if bias is not None:
         y += bias
     return y

@@ -21,46 +21,51 @@ from typing import Any, Final
 
 import numpy as np
 
-from onnxexec.kernels.attention import ggml_n_kv
 from onnxexec.kernels.actquant import quantize_act
+from onnxexec.kernels.attention import ggml_n_kv
 from onnxexec.kernels.llm_fused import ATTEND_ONE, norm_quant, rope_store_one, swiglu_quant
 from onnxexec.kernels.qmatmul import QWeight, int8_path, qmatmul_q
 from onnxexec.ops.llm import gated_act, kv_attention_op, q_matmul, rms_norm, rope
 from onnxexec.ops.registry import op
 
 D = "onnxexec"
-PAR_MIN_ATTN: Final = 1 << 14  # query width x cells from which heads run in parallel
+PAR_MIN_ATTN: Final = 1 << 17  # query width x cells from which heads run in parallel
 
 
 def _all_int8(ws: tuple[Any, ...], t_rows: int, mode: str) -> bool:
     return all(isinstance(w, QWeight) and int8_path(w, t_rows, mode) for w in ws)
 
 
-def _products(h: np.ndarray, quant: tuple | None, ws: tuple[Any, ...],
-              mode: str) -> list[np.ndarray]:
-    """[h @ w^T for w in ws]: int8 from `quant` = quantize_act(h) when given, one kernel
-    per fused parent that two or more of `ws` share; else qmatmul's own path."""
-    if quant is None:
-        return [q_matmul(h, w, mode=mode) for w in ws]
-    xq, xst = quant
+def _products(
+    h: np.ndarray, quant: tuple | None, ws: tuple[Any, ...], mode: str
+) -> list[np.ndarray]:
+    """[h @ w^T for w in ws], one product per fuse_rows parent that two or more of `ws`
+    share (sliced: rows are independent in qmatmul's int8 kernels). With `quant` =
+    quantize_act(h) (every weight on the int8 path) the activations are quantized
+    once; otherwise each product goes through qmatmul's own dispatch."""
     t_rows = h.shape[0]
-    parents = [w.parent for w in ws]
-    shared = {id(p): p for p in parents if p is not None and parents.count(p) > 1}
+    parents = [getattr(w, "parent", None) for w in ws]
+    shared = {id(p) for p in parents if p is not None and parents.count(p) > 1}
+    if mode != "int8" and quant is None:
+        shared = set()  # float paths: BLAS may tile a fused product differently
     done: dict[int, np.ndarray] = {}
     out = []
-    for w in ws:
-        p = w.parent
-        if p is not None and id(p) in shared:
-            if id(p) not in done:
-                done[id(p)] = qmatmul_q(xq, xst, p, np.empty((t_rows, p.shape[0]), np.float32))
-            out.append(done[id(p)][:, w.col0 : w.col0 + w.shape[0]])
-        else:
-            out.append(qmatmul_q(xq, xst, w, np.empty((t_rows, w.shape[0]), np.float32)))
+    for w, p in zip(ws, parents, strict=True):
+        target = p if p is not None and id(p) in shared else w
+        if id(target) not in done:
+            if quant is not None:
+                y = np.empty((t_rows, target.shape[0]), np.float32)
+                done[id(target)] = qmatmul_q(quant[0], quant[1], target, y)
+            else:
+                done[id(target)] = q_matmul(h, target, mode=mode)
+        y = done[id(target)]
+        out.append(y[:, w.col0 : w.col0 + w.shape[0]] if target is not w else y)
     return out
 
 
-def _norm(x: np.ndarray, w: np.ndarray, eps: float, ws: tuple[Any, ...],
-          mode: str) -> tuple[np.ndarray, tuple | None]:
+def _norm(
+    x: np.ndarray, w: np.ndarray, eps: float, ws: tuple[Any, ...], mode: str
+) -> tuple[np.ndarray, tuple | None]:
     """h = RMSNorm(x) * w, and quantize_act(h) when every weight takes the int8 path."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     if _all_int8(ws, x.shape[0], mode):
@@ -70,68 +75,176 @@ def _norm(x: np.ndarray, w: np.ndarray, eps: float, ws: tuple[Any, ...],
 
 
 @op("AttnBlock", 1, domain=D)
-def attn_block(x: np.ndarray, norm_w: np.ndarray, wq: Any, wk: Any, wv: Any, wo: Any,
-               k_cache: np.ndarray, v_cache: np.ndarray, pos: np.ndarray, *,
-               epsilon: float = 1e-5, head_dim: int, n_dims: int = 0,
-               base: float = 10000.0, freq_scale: float = 1.0, style: str = "norm",
-               scale: float = 0.0, q_scale: float = 1.0, window: int = 0,
-               softcap: float = 0.0, kv_f16: int = 0, mode: str = "auto") -> np.ndarray:
+def attn_block(
+    x: np.ndarray,
+    norm_w: np.ndarray,
+    wq: Any,
+    wk: Any,
+    wv: Any,
+    wo: Any,
+    k_cache: np.ndarray,
+    v_cache: np.ndarray,
+    pos: np.ndarray,
+    *,
+    epsilon: float = 1e-5,
+    head_dim: int,
+    n_dims: int = 0,
+    base: float = 10000.0,
+    freq_scale: float = 1.0,
+    style: str = "norm",
+    scale: float = 0.0,
+    q_scale: float = 1.0,
+    window: int = 0,
+    softcap: float = 0.0,
+    kv_f16: int = 0,
+    mode: str = "auto",
+) -> np.ndarray:
     """Pre-norm attention with its residual: (T, D) f32 -> (T, D) f32. The k/v caches
     are written in place at rows pos..pos+T-1 (as KVAttention)."""
     h, quant = _norm(x, norm_w, epsilon, (wq, wk, wv), mode)
-    t_rows = h.shape[0]
-    p = int(pos)
-    nd = n_dims or head_dim
-    sc = scale or 1.0 / math.sqrt(head_dim)
-    if (quant is not None and t_rows == 1 and kv_f16 and style in ("norm", "neox")
-            and _all_int8((wo,), 1, mode) and 0 <= p < k_cache.shape[0]
-            and k_cache.flags.c_contiguous and v_cache.flags.c_contiguous):
-        q, k, v = _products(h, quant, (wq, wk, wv), mode)
-        base_arr = q.base if q.base is not None and q.base.ndim == 2 else None
-        if base_arr is not None and k.base is base_arr and v.base is base_arr:
-            qkv, offs = base_arr, (wq.col0, wk.col0, wv.col0)
-        else:
-            qkv, offs = np.concatenate([q, k, v], axis=1), (0, q.shape[1], q.shape[1] + k.shape[1])
-        qr = np.empty(q.shape[1], np.float32)
-        rope_store_one(qkv, *offs, k_cache, v_cache, p, head_dim, nd, np.float32(base),
-                       np.float32(freq_scale), style == "neox", qr)
-        a = np.empty((1, q.shape[1]), np.float32)
-        span = p + 1 if not window else min(window, p + 1)
-        kern = ATTEND_ONE[0] if q.shape[1] * span >= PAR_MIN_ATTN else ATTEND_ONE[1]
-        kern(qr, k_cache, v_cache, p, np.float32(q_scale), np.float32(sc), window,
-             np.float32(softcap), ggml_n_kv(p, 1, k_cache.shape[0]), a)
-        aq, ast = quantize_act(a)
-        o = qmatmul_q(aq, ast, wo, np.empty((1, wo.shape[0]), np.float32))
-        return x + o
     q, k, v = _products(h, quant, (wq, wk, wv), mode)
-    rope_kw = dict(head_dim=head_dim, n_dims=n_dims, base=base, freq_scale=freq_scale,
-                   style=style)
+    p = int(pos)
+    if (
+        h.shape[0] == 1
+        and kv_f16
+        and style in ("norm", "neox")
+        and 0 <= p < k_cache.shape[0]
+        and k_cache.flags.c_contiguous
+        and v_cache.flags.c_contiguous
+    ):
+        a = _attend_one_token(
+            q,
+            k,
+            v,
+            (wq, wk, wv),
+            k_cache,
+            v_cache,
+            p,
+            head_dim,
+            n_dims or head_dim,
+            base,
+            freq_scale,
+            style == "neox",
+            q_scale,
+            scale or 1.0 / math.sqrt(head_dim),
+            window,
+            softcap,
+        )
+        return x + _out_product(a, wo, mode)
+    rope_kw = dict(head_dim=head_dim, n_dims=n_dims, base=base, freq_scale=freq_scale, style=style)
     q = rope(np.ascontiguousarray(q), pos, **rope_kw)
     k = rope(np.ascontiguousarray(k), pos, **rope_kw)
-    a = kv_attention_op(q, k, np.ascontiguousarray(v), k_cache, v_cache, pos,
-                        head_dim=head_dim, scale=scale, q_scale=q_scale, window=window,
-                        softcap=softcap, kv_f16=kv_f16)
+    a = kv_attention_op(
+        q,
+        k,
+        np.ascontiguousarray(v),
+        k_cache,
+        v_cache,
+        pos,
+        head_dim=head_dim,
+        scale=scale,
+        q_scale=q_scale,
+        window=window,
+        softcap=softcap,
+        kv_f16=kv_f16,
+    )
     return x + q_matmul(a, wo, mode=mode)
 
 
+def _attend_one_token(
+    q,
+    k,
+    v,
+    ws,
+    k_cache,
+    v_cache,
+    p,
+    head_dim,
+    n_dims,
+    base,
+    freq_scale,
+    neox,
+    q_scale,
+    scale,
+    window,
+    softcap,
+) -> np.ndarray:
+    """RoPE + cache write + attention of one token (kernels/llm_fused.py): (1, H*Dh)."""
+    base_arr = q.base if q.base is not None and q.base.ndim == 2 else None
+    if base_arr is not None and k.base is base_arr and v.base is base_arr:
+        qkv, offs = base_arr, tuple(w.col0 for w in ws)  # slices of one fused product
+    else:
+        qkv = np.concatenate([q, k, v], axis=1)
+        offs = (0, q.shape[1], q.shape[1] + k.shape[1])
+    qr = np.empty(q.shape[1], np.float32)
+    rope_store_one(
+        qkv,
+        *offs,
+        k_cache,
+        v_cache,
+        p,
+        head_dim,
+        n_dims,
+        np.float32(base),
+        np.float32(freq_scale),
+        neox,
+        qr,
+    )
+    a = np.empty((1, q.shape[1]), np.float32)
+    span = p + 1 if not window else min(window, p + 1)
+    kern = ATTEND_ONE[0] if q.shape[1] * span >= PAR_MIN_ATTN else ATTEND_ONE[1]
+    kern(
+        qr,
+        k_cache,
+        v_cache,
+        p,
+        np.float32(q_scale),
+        np.float32(scale),
+        window,
+        np.float32(softcap),
+        ggml_n_kv(p, 1, k_cache.shape[0]),
+        a,
+    )
+    return a
+
+
+def _out_product(a: np.ndarray, w: Any, mode: str) -> np.ndarray:
+    """a @ w^T, through qmatmul_q when w takes the int8 path (same bits as qmatmul)."""
+    if _all_int8((w,), a.shape[0], mode):
+        aq, ast = quantize_act(a)
+        return qmatmul_q(aq, ast, w, np.empty((a.shape[0], w.shape[0]), np.float32))
+    return q_matmul(a, w, mode=mode)
+
+
 @op("FFNBlock", 1, domain=D)
-def ffn_block(x: np.ndarray, norm_w: np.ndarray, wg: Any, wu: Any, wd: Any, *,
-              epsilon: float = 1e-5, act: str = "silu", mode: str = "auto") -> np.ndarray:
+def ffn_block(
+    x: np.ndarray,
+    norm_w: np.ndarray,
+    wg: Any,
+    wu: Any,
+    wd: Any,
+    *,
+    epsilon: float = 1e-5,
+    act: str = "silu",
+    mode: str = "auto",
+) -> np.ndarray:
     """Pre-norm gated FFN with its residual: (T, D) f32 -> (T, D) f32."""
     h, quant = _norm(x, norm_w, epsilon, (wg, wu), mode)
     g, u = _products(h, quant, (wg, wu), mode)
-    if h.shape[0] == 1 and act == "silu_ggml" and _all_int8((wd,), 1, mode):
+    if h.shape[0] == 1 and act == "silu_ggml":
         f = np.empty(g.shape, np.float32)
         fq, fst = swiglu_quant(g, u, f)
-        return x + qmatmul_q(fq, fst, wd, np.empty((1, wd.shape[0]), np.float32))
+        if _all_int8((wd,), 1, mode):
+            return x + qmatmul_q(fq, fst, wd, np.empty((1, wd.shape[0]), np.float32))
+        return x + q_matmul(f, wd, mode=mode)
     f = gated_act(np.ascontiguousarray(g), np.ascontiguousarray(u), act=act)
     return x + q_matmul(f, wd, mode=mode)
 
 
 @op("NormQMatMul", 1, domain=D)
-def norm_qmatmul(x: np.ndarray, norm_w: np.ndarray, w: Any, *, epsilon: float = 1e-5,
-                 mode: str = "auto") -> np.ndarray:
+def norm_qmatmul(
+    x: np.ndarray, norm_w: np.ndarray, w: Any, *, epsilon: float = 1e-5, mode: str = "auto"
+) -> np.ndarray:
     """RMSNorm then a matmul (the output head): (T, D) f32 -> (T, N) f32."""
     h, quant = _norm(x, norm_w, epsilon, (w,), mode)
     return _products(h, quant, (w,), mode)[0]
-

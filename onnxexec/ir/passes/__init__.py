@@ -1,8 +1,8 @@
-"""Graph-to-graph rewrites, one per module; `optimize` runs them by level."""
+"""Graph-to-graph rewrites, one per module; `optimize` runs them by level (pipeline.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from onnxexec.ir.graph import Graph
@@ -13,7 +13,3 @@ def optimize(graph: Graph, level: int = 99) -> Graph:
     from onnxexec.ir.passes.pipeline import optimize as run
 
     return run(graph, level)
-
-
-def __getattr__(name: str) -> Any:
-    raise AttributeError(name)

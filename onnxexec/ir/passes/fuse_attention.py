@@ -72,19 +72,41 @@ def _repeat_kv_source(ed: GraphEditor, facts: dict[str, Facts], name: str) -> st
     return un.inputs[0]
 
 
-def _kv_heads(ed: GraphEditor, facts, kt: str, v: str) -> tuple[str, str, list[Node]] | None:
-    """(k^T source, v source, new Transpose nodes) reading the un-repeated kv heads."""
+def _untransposed(ed: GraphEditor, facts: dict[str, Facts], kt: str) -> str | None:
+    """k with kt == k.transpose(0, 1, 3, 2), for kt = Transpose(k, (0, 1, 3, 2)) or the
+    dynamo export's Reshape(Transpose(Reshape(k, (-1, S, D)), (0, 2, 1)), (B, H, D, S))."""
     tr = ed.producer_op(kt, "Transpose")
-    if tr is None or tuple(tr.attrs.get("perm", ())) != (0, 1, 3, 2):
+    if tr is not None and tuple(tr.attrs.get("perm", ())) == (0, 1, 3, 2):
+        return tr.inputs[0]
+    outer = ed.producer_op(kt, "Reshape")
+    tr = ed.producer_op(outer.inputs[0], "Transpose") if outer is not None else None
+    inner = ed.producer_op(tr.inputs[0], "Reshape") if tr is not None else None
+    if inner is None or tuple(tr.attrs.get("perm", ())) != (0, 2, 1):
         return None
-    k0 = _repeat_kv_source(ed, facts, tr.inputs[0])
+    k = inner.inputs[0]
+    fk, fi, fo = facts.get(k), facts.get(inner.outputs[0]), facts.get(kt)
+    if fk is None or fi is None or fo is None or None in (fk.shape, fi.shape, fo.shape):
+        return None
+    if len(fk.shape) != 4 or len(fi.shape) != 3 or len(fo.shape) != 4:
+        return None
+    b, h, s, d = fk.shape
+    if fi.shape[1:] != (s, d) or fo.shape != (b, h, d, s):
+        return None
+    return k
+
+
+def _kv_heads(ed: GraphEditor, facts, kt: str, v: str) -> tuple[str, str, list[Node]] | None:
+    """(k^T source, v source, new Transpose nodes): K^T as a Transpose view of K, and when
+    K and V come from repeat_kv, of the un-repeated kv heads (V likewise)."""
+    k = _untransposed(ed, facts, kt)
+    if k is None:
+        return None
+    k0 = _repeat_kv_source(ed, facts, k)
     v0 = _repeat_kv_source(ed, facts, v)
-    if k0 is None or v0 is None:
-        return None
-    if facts[k0].shape[1] != facts[v0].shape[1]:
-        return None
+    if k0 is None or v0 is None or facts[k0].shape[1] != facts[v0].shape[1]:
+        k0, v0 = k, v  # no (matching) repeat_kv: still read K in place
     name = ed.fresh(f"{kt}__kv")
-    node = Node("Transpose", (k0,), (name,), {"perm": (0, 1, 3, 2)}, f"{tr.name}__kv")
+    node = Node("Transpose", (k0,), (name,), {"perm": (0, 1, 3, 2)}, f"{name}_transpose")
     return name, v0, [node]
 
 

@@ -53,8 +53,12 @@ def _compile(ed: GraphEditor, chain: list[Node]) -> tuple[list[str], dict]:
         reg[n.outputs[0]] = nxt
         prog += [OPS[n.op_type], nxt, a, b]
         nxt += 1
-    attrs = {"program": tuple(prog), "constants": tuple(consts),
-             "result": reg[chain[-1].outputs[0]], "registers": nxt}
+    attrs = {
+        "program": tuple(prog),
+        "constants": tuple(consts),
+        "result": reg[chain[-1].outputs[0]],
+        "registers": nxt,
+    }
     return ext, attrs
 
 
@@ -84,8 +88,11 @@ def fuse_elementwise(g: Graph) -> Graph:
         if not ed.private(chain, anchor):
             continue
         ins, attrs = _compile(ed, chain)
-        ed.replace(chain, anchor, Node("FusedElementwise", tuple(ins), anchor.outputs, attrs,
-                                       anchor.name, D))
+        ed.replace(
+            chain,
+            anchor,
+            Node("FusedElementwise", tuple(ins), anchor.outputs, attrs, anchor.name, D),
+        )
     if ed.changed:
         ed.use_domain(D)
     return ed.build() if ed.changed else g

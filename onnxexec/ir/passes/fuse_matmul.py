@@ -56,8 +56,48 @@ def _gemm(ed: GraphEditor, n: Node, facts) -> Node | None:
     return Node("FusedMatMul", tuple(ins), n.outputs, {"transB": a.get("transB", 0)}, n.name, D)
 
 
+def _unflatten(g: Graph) -> Graph:
+    """Reshape(x, (-1, K)) -> FusedMatMul(., W) -> Reshape(., x.shape[:-1] + (N,)) becomes
+    FusedMatMul(x, W): the kernel multiplies over any leading axes (GPT-2's Conv1D and
+    Gemm exports flatten and restore the batch / sequence axes around every product,
+    with a Shape/Gather/Concat chain per product computing the restored shape)."""
+    facts = facts_of(g)
+    ed = GraphEditor(g)
+    for n in ed.nodes:
+        if n.domain != D or n.op_type != "FusedMatMul" or n.attrs.get("transB", 0) not in (0, 1):
+            continue
+        w = ed.const(n.inputs[1])
+        flat = ed.producer_op(n.inputs[0], "Reshape")
+        back = only_consumer(ed, n.outputs[0], "Reshape")
+        if w is None or w.ndim != 2 or flat is None or back is None:
+            continue
+        if not ed.single_use(n.inputs[0]):
+            continue
+        x = flat.inputs[0]
+        fx, fo = facts.get(x), facts.get(back.outputs[0])
+        fa = facts.get(n.inputs[0])
+        if fx is None or fo is None or fa is None or None in (fx.shape, fo.shape, fa.shape):
+            continue
+        k = w.shape[0] if not n.attrs.get("transB", 0) else w.shape[1]
+        n_out = w.shape[1] if not n.attrs.get("transB", 0) else w.shape[0]
+        if len(fx.shape) < 2 or fx.shape[-1] != k or len(fa.shape) != 2 or fa.shape[1] != k:
+            continue
+        if fo.shape != (*fx.shape[:-1], n_out) or not ed.claim([flat, n, back]):
+            continue
+        ed.replace(
+            [flat, n, back],
+            back,
+            Node("FusedMatMul", (x, *n.inputs[1:]), back.outputs, n.attrs, n.name, D),
+        )
+    return ed.build() if ed.changed else g
+
+
 def fuse_matmul(g: Graph) -> Graph:
     """`g` with MatMul/Gemm (+ bias Add) as FusedMatMul nodes (`g` if none applies)."""
+    return _unflatten(_fuse_matmul(g))
+
+
+def _fuse_matmul(g: Graph) -> Graph:
     facts = facts_of(g)
     ed = GraphEditor(g)
     for n in ed.nodes:

@@ -17,8 +17,13 @@ from onnxexec.ir.graph import Graph, Node
 from onnxexec.ir.passes._editor import GraphEditor
 
 D = "onnxexec"
-_WEIGHT_INPUT = {("onnxexec", "FusedMatMul"): 1, ("onnxexec", "FusedConv"): 1,
-                 ("", "MatMul"): 1, ("", "Gemm"): 1, ("", "Conv"): 1}
+_WEIGHT_INPUT = {
+    ("onnxexec", "FusedMatMul"): 1,
+    ("onnxexec", "FusedConv"): 1,
+    ("", "MatMul"): 1,
+    ("", "Gemm"): 1,
+    ("", "Conv"): 1,
+}
 
 
 def blas_ready(w: np.ndarray) -> bool:

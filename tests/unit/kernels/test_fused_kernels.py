@@ -174,8 +174,9 @@ def test_conv2d_against_naive(threads, shape, wshape, s, p, d, group) -> None:
     np.testing.assert_allclose(got, np.maximum(want, 0), rtol=1e-4, atol=1e-4)
     z = _rand(*want.shape, seed=5)  # residual added before the activation
     got = conv2d(x, w, None, s, p[:2], d, group, out_hw, ACT["Relu"], z=z)
-    np.testing.assert_allclose(got, np.maximum(want - b[None, :, None, None] + z, 0),
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        got, np.maximum(want - b[None, :, None, None] + z, 0), rtol=1e-4, atol=1e-4
+    )
 
 
 def test_parallel_for_covers_every_item_once(threads) -> None:

@@ -28,9 +28,26 @@ def _bits(a: np.ndarray) -> np.ndarray:
 def test_f16_round_matches_round_to_f16():
     rng = np.random.default_rng(0)
     bits = rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
-    edges = np.array([0.0, -0.0, 65504.0, 65519.996, 65520.0, -65520.0, 2.0**-14,
-                      2.0**-14 * 0.99999, 2.0**-24, 2.0**-25, 2.0**-25 * 1.0001, 1.0 + 2.0**-11,
-                      1.0 + 3 * 2.0**-11, np.inf, -np.inf], np.float32)
+    edges = np.array(
+        [
+            0.0,
+            -0.0,
+            65504.0,
+            65519.996,
+            65520.0,
+            -65520.0,
+            2.0**-14,
+            2.0**-14 * 0.99999,
+            2.0**-24,
+            2.0**-25,
+            2.0**-25 * 1.0001,
+            1.0 + 2.0**-11,
+            1.0 + 3 * 2.0**-11,
+            np.inf,
+            -np.inf,
+        ],
+        np.float32,
+    )
     xs = np.concatenate([bits.view(np.float32), edges])
     for x in xs:
         a, b = f16_round(np.float32(x)), round_to_f16(np.float32(x))
@@ -60,7 +77,7 @@ def test_swiglu_quant_matches_gated_act():
     g = (rng.standard_normal((2, 96)) * 4).astype(np.float32)
     u = rng.standard_normal((2, 96)).astype(np.float32)
     f = np.empty_like(g)
-    xq, xst = swiglu_quant(g, u, f)
+    xq, _ = swiglu_quant(g, u, f)
     ref = gated_act(g, u, act="silu_ggml")
     np.testing.assert_array_equal(_bits(f), _bits(ref))
     np.testing.assert_array_equal(xq, quantize_act(ref)[0])
@@ -86,15 +103,48 @@ def test_rope_attend_one_matches_rope_and_kvattention(case, par):
     rope_kw = dict(head_dim=Dh, n_dims=Dh, base=10000.0, freq_scale=1.0, style=style)
     kc_ref, vc_ref = kc.copy(), vc.copy()
     p = np.asarray(pos, np.int64)
-    ref = kv_attention_op(rope(q, p, **rope_kw), rope(k, p, **rope_kw), v, kc_ref, vc_ref, p,
-                          head_dim=Dh, q_scale=q_scale, window=window, softcap=softcap,
-                          kv_f16=1)
+    ref = kv_attention_op(
+        rope(q, p, **rope_kw),
+        rope(k, p, **rope_kw),
+        v,
+        kc_ref,
+        vc_ref,
+        p,
+        head_dim=Dh,
+        q_scale=q_scale,
+        window=window,
+        softcap=softcap,
+        kv_f16=1,
+    )
     qr = np.empty(H * Dh, np.float32)
-    rope_store_one(qkv, 0, H * Dh, (H + Hkv) * Dh, kc, vc, pos, Dh, Dh, np.float32(10000.0),
-                   np.float32(1.0), style == "neox", qr)
+    rope_store_one(
+        qkv,
+        0,
+        H * Dh,
+        (H + Hkv) * Dh,
+        kc,
+        vc,
+        pos,
+        Dh,
+        Dh,
+        np.float32(10000.0),
+        np.float32(1.0),
+        style == "neox",
+        qr,
+    )
     np.testing.assert_array_equal(_bits(kc), _bits(kc_ref))
     np.testing.assert_array_equal(_bits(vc), _bits(vc_ref))
     a = np.empty((1, H * Dh), np.float32)
-    ATTEND_ONE[1 - par](qr, kc, vc, pos, np.float32(q_scale), np.float32(1 / math.sqrt(Dh)),
-                        window, np.float32(softcap), ggml_n_kv(pos, 1, C), a)
+    ATTEND_ONE[1 - par](
+        qr,
+        kc,
+        vc,
+        pos,
+        np.float32(q_scale),
+        np.float32(1 / math.sqrt(Dh)),
+        window,
+        np.float32(softcap),
+        ggml_n_kv(pos, 1, C),
+        a,
+    )
     np.testing.assert_array_equal(_bits(a), _bits(ref))

@@ -35,8 +35,11 @@ def _reference(raw: np.ndarray, t: int, n: int, k: int, xq, xst) -> np.ndarray:
     blocks = raw.reshape(n * k // 32, -1)
     d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32).reshape(n, k // 32)
     has_m = t in (q.Q4_1, q.Q5_1)
-    m = (blocks[:, 2:4].copy().view(np.float16).astype(np.float32).reshape(n, k // 32)
-         if has_m else np.zeros_like(d))
+    m = (
+        blocks[:, 2:4].copy().view(np.float16).astype(np.float32).reshape(n, k // 32)
+        if has_m
+        else np.zeros_like(d)
+    )
     deq = gguf.quants.dequantize(raw.reshape(n, -1), qtype).reshape(n, k // 32, 32)
     # the integer values: (w - m) / d, exact for these formats (d != 0 in the test data)
     vals = np.rint((deq - m[..., None]) / d[..., None]).astype(np.int64)
@@ -49,20 +52,23 @@ def _reference(raw: np.ndarray, t: int, n: int, k: int, xq, xst) -> np.ndarray:
             for b in range(k // 32):
                 db = _f32(d[r, b] * xst[ti, 0, b])
                 for lane in range(8):
-                    isum = int(np.dot(vals[r, b, 4 * lane:4 * lane + 4],
-                                      xi[b, 4 * lane:4 * lane + 4]))
+                    isum = int(
+                        np.dot(vals[r, b, 4 * lane : 4 * lane + 4], xi[b, 4 * lane : 4 * lane + 4])
+                    )
                     acc[lane] = _fma(db, np.float32(isum), acc[lane])
                 if has_m:
                     summs = _fma(m[r, b], xst[ti, 1, b], summs)
             a = [np.float32(acc[i + 4] + acc[i]) for i in range(4)]
-            out[ti, r] = np.float32(np.float32(np.float32(a[0] + a[2]) + np.float32(a[1] + a[3]))
-                                    + summs)
+            out[ti, r] = np.float32(
+                np.float32(np.float32(a[0] + a[2]) + np.float32(a[1] + a[3])) + summs
+            )
     return out
 
 
 def _blocks(t: int, n: int, k: int, rng) -> np.ndarray:
-    size = {q.Q4_1: q.Q4_1_BYTES, q.Q5_0: q.Q5_0_BYTES, q.Q5_1: q.Q5_1_BYTES,
-            q.Q8_0: q.Q8_0_BYTES}[t]
+    size = {q.Q4_1: q.Q4_1_BYTES, q.Q5_0: q.Q5_0_BYTES, q.Q5_1: q.Q5_1_BYTES, q.Q8_0: q.Q8_0_BYTES}[
+        t
+    ]
     raw = rng.integers(0, 256, (n * k // 32, size), dtype=np.uint8)
     halves = rng.integers(0x2000, 0x3400, (raw.shape[0], 2), dtype=np.uint16)
     raw[:, 0:2] = halves[:, :1].view(np.uint8).reshape(-1, 2)

@@ -66,8 +66,7 @@ def test_fused_graph_is_bit_exact(wtype, vocab, tmp_path):
     assert ops.count("NormQMatMul") == 1 and "RMSNorm" not in ops
 
     plain = {name: prepare_tensor(t) for name, t in llm.gguf.tensors.items()}
-    g = build_llm_graph(llm.config, plain, n_ctx=llm.n_ctx, last_only=False,
-                        options=llm.options)
+    g = build_llm_graph(llm.config, plain, n_ctx=llm.n_ctx, last_only=False, options=llm.options)
     unfused = plan_graph(g)
     steps = [PROMPT, [7], [300], [41]]
     for a, b in zip(_run(fused, llm, steps), _run(unfused, llm, steps), strict=True):
@@ -97,9 +96,13 @@ def test_ffn_pattern_needs_private_intermediates(extra_user):
 
     t = TensorType(1, ("T", 8))
     outs = [ValueInfo("y", t)] + ([ValueInfo("g_copy", t)] if extra_user else [])
-    g = Graph(tuple(_chain("", extra_user)), (ValueInfo("x", t),), tuple(outs),
-              {k: np.zeros(8, np.float32) for k in ("wn", "wg", "wu", "wd")},
-              opset_imports={"": 21, "onnxexec": 1})
+    g = Graph(
+        tuple(_chain("", extra_user)),
+        (ValueInfo("x", t),),
+        tuple(outs),
+        {k: np.zeros(8, np.float32) for k in ("wn", "wg", "wu", "wd")},
+        opset_imports={"": 21, "onnxexec": 1},
+    )
     ops = [n.op_type for n in fuse_graph(g).nodes]
     if extra_user:  # g is read outside the chain: nothing may be fused away
         assert "FFNBlock" not in ops and ops.count("QMatMul") == 3

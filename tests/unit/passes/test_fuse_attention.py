@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxexec.ir.passes.eliminate import eliminate_dead
 from onnxexec.ir.passes.fuse_attention import fuse_attention
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand, run
 
@@ -46,10 +47,11 @@ def _feeds(b: int = 2) -> dict:
 
 def test_sdpa_fused() -> None:
     g = _sdpa()
-    out = fuse_attention(g)
-    assert ops(out) == ["Transpose", "FusedAttention"]
+    out = eliminate_dead(fuse_attention(g))
+    assert ops(out) == ["Transpose", "FusedAttention"]  # K^T: a fresh view of K
     fa = out.nodes[1]
-    assert fa.inputs == ("q", "kt", "v", "mask")
+    assert fa.inputs == ("q", out.nodes[0].outputs[0], "v", "mask")
+    assert out.nodes[0].inputs == ("k",)
     assert abs(fa.attrs["scale"] - 0.5) < 1e-6 and fa.attrs["nan_to_zero"] == 1
     f = _feeds()
     y = run(out, f)[0]
@@ -95,5 +97,30 @@ def test_grouped_query_attention_reads_kv_heads() -> None:
         g,
         out,
         {"q": rand(1, 2, 3, 4), "k": rand(1, 1, 3, 4, seed=1), "v": rand(1, 1, 3, 4, seed=2)},
+        atol=1e-6,
+    )
+
+
+def test_dynamo_k_transpose_through_3d_reshapes() -> None:
+    # dynamo: K^T = Reshape(Transpose(Reshape(k, (-1, S, D)), (0, 2, 1)), (B, H, D, S))
+    g = graph(
+        [
+            node("Reshape", ["k", "s3"], ["k3"]),
+            node("Transpose", ["k3"], ["k3t"], perm=[0, 2, 1]),
+            node("Reshape", ["k3t", "s4"], ["kt"]),
+            node("MatMul", ["q", "kt"], ["sc"]),
+            node("Softmax", ["sc"], ["p"], axis=-1),
+            node("MatMul", ["p", "v"], ["y"]),
+        ],
+        [("q", [1, 2, 3, 4]), ("k", [1, 2, 3, 4]), ("v", [1, 2, 3, 4])],
+        ["y"],
+        {"s3": np.array([-1, 3, 4], I64), "s4": np.array([1, 2, 4, 3], I64)},
+    )
+    out = eliminate_dead(fuse_attention(g))
+    assert ops(out) == ["Transpose", "FusedAttention"]
+    assert_same_outputs(
+        g,
+        out,
+        {"q": rand(1, 2, 3, 4), "k": rand(1, 2, 3, 4, seed=1), "v": rand(1, 2, 3, 4, seed=2)},
         atol=1e-6,
     )

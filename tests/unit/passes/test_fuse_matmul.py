@@ -58,3 +58,33 @@ def test_double_and_alpha_gemm_untouched() -> None:
         elem=11,
     )
     assert fuse_matmul(gd) is gd
+
+
+def test_flatten_matmul_restore_collapses() -> None:
+    # GPT-2 Conv1D: x (b, t, 8) -> (-1, 8) @ W + b -> (b, t, 6), restore shape computed
+    g = graph(
+        [
+            node("Shape", ["x"], ["s"]),
+            node("Slice", ["s", "z", "two"], ["bt"]),
+            node("Concat", ["bt", "six"], ["target"], axis=0),
+            node("Reshape", ["x", "flat"], ["x2"]),
+            node("Gemm", ["x2", "w", "c"], ["h"]),
+            node("Reshape", ["h", "target"], ["y"]),
+        ],
+        [("x", ["b", "t", 8])],
+        ["y"],
+        {
+            "flat": np.array([-1, 8], np.int64),
+            "w": rand(8, 6),
+            "c": rand(6, seed=1),
+            "z": np.array([0], np.int64),
+            "two": np.array([2], np.int64),
+            "six": np.array([6], np.int64),
+        },
+    )
+    from onnxexec.ir.passes.pipeline import optimize
+
+    out = optimize(g, 2)
+    assert ops(out) == ["FusedMatMul"] and out.nodes[0].inputs[0] == "x"
+    for shape in ((2, 3, 8), (1, 5, 8)):
+        assert_same_outputs(g, out, {"x": rand(*shape, seed=2)})

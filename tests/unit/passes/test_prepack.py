@@ -9,13 +9,23 @@ from tests.unit.passes._graphs import assert_same_outputs, graph, node, rand
 
 
 def _with_weight(g: Graph, name: str, w: np.ndarray) -> Graph:
-    return Graph(g.nodes, g.inputs, g.outputs, dict(g.initializers, **{name: w}),
-                 g.value_info, g.opset_imports)
+    return Graph(
+        g.nodes,
+        g.inputs,
+        g.outputs,
+        dict(g.initializers, **{name: w}),
+        g.value_info,
+        g.opset_imports,
+    )
 
 
 def test_strided_weight_materialized_once() -> None:
-    g = graph([node("MatMul", ["x", "w"], ["a"]), node("MatMul", ["a", "w"], ["y"])],
-              [("x", [3, 4])], ["y"], {"w": rand(4, 4)})
+    g = graph(
+        [node("MatMul", ["x", "w"], ["a"]), node("MatMul", ["a", "w"], ["y"])],
+        [("x", [3, 4])],
+        ["y"],
+        {"w": rand(4, 4)},
+    )
     strided = rand(4, 8, seed=1)[:, ::2]  # a folded Slice: neither C nor F contiguous
     g = fuse_matmul(_with_weight(g, "w", strided))
     assert not blas_ready(strided)
