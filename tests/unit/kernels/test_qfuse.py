@@ -29,17 +29,18 @@ def test_fuse_rows_parts_equal_separate_weights(t):
     k = 512
     shapes = [(128, k), (70, k), (64, k)]  # 70: a part that ends inside a lane group
     ws = [qm.prepare_weight(_raw(t, n, k, rng), t, (n, k)) for n, _ in shapes]
-    if not qm.can_fuse_rows(ws):  # kept as GGUF bytes for the llama.cpp-order kernels
-        assert ws[0].layout == "raw"
+    if not qm.can_fuse_rows(ws):  # e.g. Q4_K with 70 rows stays GGUF bytes (ggml_dot_k)
+        assert any(w.layout == "raw" for w in ws)
         return
     fused, parts = qm.fuse_rows(ws)
     # each part starts on a group of LANES = 64 rows
     assert [p.col0 for p in parts] == [0, 128, 256] and all(p.parent is fused for p in parts)
     x = rng.standard_normal((2, k)).astype(np.float32)
     both = qm.qmatmul(x, fused, mode="int8")
-    xq, xst = quantize_act(x)  # the same from activations quantized once
-    shared = qm.qmatmul_q(xq, xst, fused, np.empty((2, fused.shape[0]), np.float32))
-    np.testing.assert_array_equal(shared, both)
+    if qm.int8_path(fused, 2, "int8"):  # the same from activations quantized once
+        xq, xst = quantize_act(x)
+        shared = qm.qmatmul_q(xq, xst, fused, np.empty((2, fused.shape[0]), np.float32))
+        np.testing.assert_array_equal(shared, both)
     for w, p in zip(ws, parts, strict=True):
         want = qm.qmatmul(x, w, mode="int8")
         np.testing.assert_array_equal(qm.qmatmul(x, p, mode="int8"), want)

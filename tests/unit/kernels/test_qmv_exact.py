@@ -115,3 +115,30 @@ def test_exact_kernels_equal_ggml_dot_kernels():
         EXACT_KERNELS[t][1](*args, xq, xst, a, 1)
         getattr(ggml_dot, name)[1](*args, xq, xst, b, 1)
         np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+@pytest.mark.parametrize("t_rows", [1, 3, 5, 8, 13])
+@pytest.mark.parametrize("t", [q.Q4_K, q.Q6_K])
+def test_k_exact_lanes_equal_ggml_dot_k(t, t_rows):
+    """qmv_exact_k's lanes kernels == ggml_dot_k.dot_k (the readable reference of
+    llama.cpp's K-quant order) for every activation-row regime (gemv, gemm, tiled)."""
+    from onnxexec.kernels import qmatmul as qm
+    from onnxexec.kernels.dequant import block_geometry
+    from onnxexec.kernels.ggml_dot_k import ggml_dot_k
+
+    rng = np.random.default_rng(t * 10 + t_rows)
+    n, k = 136, 512
+    block, size = block_geometry(t)
+    raw = rng.integers(0, 256, (n * k // block, size), dtype=np.uint8)
+    half = rng.integers(0x2000, 0x3000, (raw.shape[0], 2), dtype=np.uint16).view(np.uint8)
+    if t == q.Q4_K:
+        raw[:, 0:4] = half.reshape(-1, 4)
+    else:
+        raw[:, 208:210] = half[:, :2]
+    raw = raw.reshape(-1)
+    w = qm.prepare_weight(raw, t, (n, k))
+    assert w.layout != "raw"
+    x = (rng.standard_normal((t_rows, k)) * 2).astype(np.float32)
+    want = ggml_dot_k(raw, raw.size // n, t, x, np.empty((t_rows, n), np.float32))
+    got = qm.qmatmul(x, w, mode="int8")
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
