@@ -30,6 +30,7 @@ import numpy as np
 from onnxexec.kernels import qtypes as q
 from onnxexec.kernels.ggml_dot_k import TILED_MIN_T, quantize_q8_k
 from onnxexec.kernels.lanes import pick, twins
+from onnxexec.kernels.qgemm_exact_k import q4k_gemm, q6k_gemm
 from onnxexec.kernels.qtypes import QK
 
 NB_SB: Final = 8  # 32-value blocks per 256-value super-block
@@ -205,6 +206,7 @@ QMV_Q4K_EXACT = twins(_qmv_q4k_exact, fastmath={"contract"})
 QMV_Q6K_EXACT = twins(_qmv_q6k_exact, fastmath={"contract"})
 
 K_EXACT_TYPES: Final = (q.Q4_K, q.Q6_K)
+GEMM_MIN_T: Final = 8  # activation rows from which the exact BLAS path takes over
 
 
 def lanes_ok(ggml_type: int, n_rows: int) -> bool:
@@ -223,10 +225,26 @@ def qmatmul_k_exact(x: np.ndarray, args: tuple, ggml_type: int, out: np.ndarray)
     if ggml_type == q.Q4_K:
         rows4 = t_rows - t_rows % 4
         xq, xd, bsums = quantize_q8_k(x, rows4)
-        kern, n_chunks = pick(QMV_Q4K_EXACT, macs)
-        kern(*args, xq.astype(np.int16), xd, bsums, rows4, out, n_chunks)
+        done = 0
+        if rows4 >= GEMM_MIN_T:  # the gemm rows on BLAS (qgemm_exact_k.py)
+            q4k_gemm(args, xq, xd, bsums, rows4, out)
+            done = rows4
+        if done < t_rows:
+            kern, n_chunks = pick(QMV_Q4K_EXACT, (t_rows - done) * n * x.shape[1])
+            kern(
+                *args,
+                xq[done:].astype(np.int16),
+                xd[done:],
+                bsums[done:],
+                rows4 - done,
+                out[done:],
+                n_chunks,
+            )
     else:
         xq, xd, bsums = quantize_q8_k(x, 0)
-        kern, n_chunks = pick(QMV_Q6K_EXACT, macs)
-        kern(*args, xq.astype(np.int16), xd, bsums, t_rows >= TILED_MIN_T, out, n_chunks)
+        if t_rows >= max(GEMM_MIN_T, TILED_MIN_T):
+            q6k_gemm(args, xq, xd, out)
+        else:
+            kern, n_chunks = pick(QMV_Q6K_EXACT, macs)
+            kern(*args, xq.astype(np.int16), xd, bsums, t_rows >= TILED_MIN_T, out, n_chunks)
     return out

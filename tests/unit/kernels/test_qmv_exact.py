@@ -117,7 +117,7 @@ def test_exact_kernels_equal_ggml_dot_kernels():
         np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
-@pytest.mark.parametrize("t_rows", [1, 3, 5, 8, 13])
+@pytest.mark.parametrize("t_rows", [1, 3, 5, 8, 13, 40])
 @pytest.mark.parametrize("t", [q.Q4_K, q.Q6_K])
 def test_k_exact_lanes_equal_ggml_dot_k(t, t_rows):
     """qmv_exact_k's lanes kernels == ggml_dot_k.dot_k (the readable reference of
