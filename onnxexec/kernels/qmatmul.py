@@ -200,8 +200,10 @@ def qmatmul(
         raise ValueError(f"qmatmul: mode must be 'auto', 'int8' or 'float', got {mode!r}")
     if t_rows == 0:
         return out
-    if w.ggml_type in K_EXACT_TYPES and w.args and (
-        mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)
+    if (
+        w.ggml_type in K_EXACT_TYPES
+        and w.args
+        and (mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T))
     ):
         return qmatmul_k_exact(x, w.args, w.ggml_type, out)
     # -- llama.cpp-order kernels (F4): mode "int8" means llama.cpp's numerics
@@ -262,7 +264,8 @@ def _grouped_keys(w: QWeight) -> tuple[str, ...]:
     keys = _GROUPED[w.layout]
     if w.layout == "nib":  # Q4 types have an empty qh, non-K types a dummy usc
         keys = tuple(
-            key for key in keys
+            key
+            for key in keys
             if not (key == "qh" and w.ggml_type not in (q.Q5_0, q.Q5_1, q.Q5_K))
             and not (key == "usc" and w.ggml_type not in (q.Q4_K, q.Q5_K))
         )
@@ -314,7 +317,10 @@ def fuse_rows(ws: list[QWeight]) -> tuple[QWeight, list[QWeight]]:
 
 
 def _with_arrays(
-    w: QWeight, shape: tuple[int, int], a: dict[str, Any], parent: QWeight | None = None,
+    w: QWeight,
+    shape: tuple[int, int],
+    a: dict[str, Any],
+    parent: QWeight | None = None,
     col0: int = 0,
 ) -> QWeight:
     order = {

@@ -206,7 +206,11 @@ QMV_Q4K_EXACT = twins(_qmv_q4k_exact, fastmath={"contract"})
 QMV_Q6K_EXACT = twins(_qmv_q6k_exact, fastmath={"contract"})
 
 K_EXACT_TYPES: Final = (q.Q4_K, q.Q6_K)
-GEMM_MIN_T: Final = 8  # activation rows from which the exact BLAS path takes over
+# activation rows from which the exact BLAS path (qgemm_exact_k) beats these kernels
+# (2 threads, 3072 x 768: Q4_K lanes 17 ms vs BLAS 21 ms at 128 rows; Q6_K 13 vs 6 ms
+# at 32 rows: its bit fields cost more to unpack in int16 lanes)
+GEMM_MIN_T_Q4K: Final = 256
+GEMM_MIN_T_Q6K: Final = 32
 
 
 def lanes_ok(ggml_type: int, n_rows: int) -> bool:
@@ -226,7 +230,7 @@ def qmatmul_k_exact(x: np.ndarray, args: tuple, ggml_type: int, out: np.ndarray)
         rows4 = t_rows - t_rows % 4
         xq, xd, bsums = quantize_q8_k(x, rows4)
         done = 0
-        if rows4 >= GEMM_MIN_T:  # the gemm rows on BLAS (qgemm_exact_k.py)
+        if rows4 >= GEMM_MIN_T_Q4K:  # the gemm rows on BLAS (qgemm_exact_k.py)
             q4k_gemm(args, xq, xd, bsums, rows4, out)
             done = rows4
         if done < t_rows:
@@ -242,7 +246,7 @@ def qmatmul_k_exact(x: np.ndarray, args: tuple, ggml_type: int, out: np.ndarray)
             )
     else:
         xq, xd, bsums = quantize_q8_k(x, 0)
-        if t_rows >= max(GEMM_MIN_T, TILED_MIN_T):
+        if t_rows >= max(GEMM_MIN_T_Q6K, TILED_MIN_T):
             q6k_gemm(args, xq, xd, out)
         else:
             kern, n_chunks = pick(QMV_Q6K_EXACT, macs)

@@ -118,10 +118,17 @@ def test_int8_mode_matches_reference(t: int, t_rows: int) -> None:
     x = _x(t_rows)
     wq = prepare_weight(raw, t, (N, K))
     got = qmatmul(x, wq, mode="int8")
-    if not is_fast(t):  # no int8 kernel: the float path is used
+    k_quant = t in (q.Q2_K, q.Q3_K, q.Q4_K, q.Q5_K, q.Q6_K)
+    if not is_fast(t) and not k_quant:  # no int8 kernel: the float path is used
         np.testing.assert_array_equal(got, qmatmul(x, wq, mode="float"))
         return
-    xh = dequantized_activations(x)
+    if k_quant:  # llama.cpp quantizes the activations of K-quant matmuls to Q8_K
+        from onnxexec.kernels.ggml_dot_k import quantize_q8_k
+
+        xq, xd, _ = quantize_q8_k(x, x.shape[0] - x.shape[0] % 4 if t == q.Q4_K else 0)
+        xh = (xq.reshape(len(x), -1, 256) * xd[..., None].astype(np.float64)).reshape(x.shape)
+    else:
+        xh = dequantized_activations(x)
     ref = xh @ w.T.astype(np.float64)
     scale = np.abs(xh) @ np.abs(w.T).astype(np.float64)
     tol = 2e-6 if t in NO_MIN_TYPES else 5e-4

@@ -119,7 +119,7 @@ def test_exact_kernels_equal_ggml_dot_kernels():
 
 @pytest.mark.parametrize("t_rows", [1, 3, 5, 8, 13, 40])
 @pytest.mark.parametrize("t", [q.Q4_K, q.Q6_K])
-def test_k_exact_lanes_equal_ggml_dot_k(t, t_rows):
+def test_k_exact_lanes_equal_ggml_dot_k(t, t_rows, monkeypatch):
     """qmv_exact_k's lanes kernels == ggml_dot_k.dot_k (the readable reference of
     llama.cpp's K-quant order) for every activation-row regime (gemv, gemm, tiled)."""
     from onnxexec.kernels import qmatmul as qm
@@ -142,3 +142,10 @@ def test_k_exact_lanes_equal_ggml_dot_k(t, t_rows):
     want = ggml_dot_k(raw, raw.size // n, t, x, np.empty((t_rows, n), np.float32))
     got = qm.qmatmul(x, w, mode="int8")
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    if t_rows >= 8:  # the BLAS path too, whatever the size thresholds say
+        from onnxexec.kernels import qmv_exact_k
+
+        for name in ("GEMM_MIN_T_Q4K", "GEMM_MIN_T_Q6K"):
+            monkeypatch.setattr(qmv_exact_k, name, 8)
+        got = qm.qmatmul(x, w, mode="int8")
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
