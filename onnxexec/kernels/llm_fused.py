@@ -204,47 +204,9 @@ def rope_store_one(
             v_cache[pos, h, d] = f16_round(x[v0 + h * Dh + d])
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _score(kj, qv, gi, v8, d32, Dh, softcap, inv_cap, scale):
-    """One attention score: ggml_vec_dot_f16(k row kj, half-rounded query qv[gi]), then
-    soft-capped and scaled in float32 (attention._attend_ggml's T = 1 arithmetic).
-
-    ggml's 4 x 8 accumulators: cell c = (d >> 3) & 3, d & 7 sums d = c, c + 32, ... in
-    order; v8[l] is the first reduction step over cells (l, l + 8, l + 16, l + 24).
-    Written per lane: 2.5x faster in numba than a loop over 32 cells, same sums.
-    """
-    for ln in range(8):
-        if d32 == 0:
-            v8[ln] = 0.0
-            continue
-        a0 = np.float32(0.0) + kj[ln] * qv[gi, ln]
-        a1 = np.float32(0.0) + kj[ln + 8] * qv[gi, ln + 8]
-        a2 = np.float32(0.0) + kj[ln + 16] * qv[gi, ln + 16]
-        a3 = np.float32(0.0) + kj[ln + 24] * qv[gi, ln + 24]
-        for d0 in range(32, d32, 32):
-            a0 += kj[d0 + ln] * qv[gi, d0 + ln]
-            a1 += kj[d0 + ln + 8] * qv[gi, d0 + ln + 8]
-            a2 += kj[d0 + ln + 16] * qv[gi, d0 + ln + 16]
-            a3 += kj[d0 + ln + 24] * qv[gi, d0 + ln + 24]
-        v8[ln] = np.float32(a0 + a2) + np.float32(a1 + a3)
-    t0 = np.float32(v8[0] + v8[4])
-    t1 = np.float32(v8[1] + v8[5])
-    t2 = np.float32(v8[2] + v8[6])
-    t3 = np.float32(v8[3] + v8[7])
-    s64 = np.float64(np.float32(np.float32(t0 + t1) + np.float32(t2 + t3)))
-    for d in range(d32, Dh):
-        s64 += np.float64(np.float32(kj[d] * qv[gi, d]))
-    s = np.float32(s64)
-    if softcap > 0.0:
-        s = np.float32(softcap * math.tanh(np.float32(s * inv_cap)))
-    return np.float32(s * scale)
-
-
 def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv, a):
     """Attention of one token's rotated queries qr (H*Dh,) over cache cells [0, pos]
-    into a (1, H*Dh), exactly as attention._attend_ggml for T = 1. The query heads that
-    share a KV head go together, so each cache row is read once for all of them; KV
-    heads in parallel."""
+    into a (1, H*Dh), exactly as attention._attend_ggml for T = 1; heads in parallel."""
     _, Hkv, Dh = k_cache.shape
     H = qr.shape[0] // Dh
     group = H // Hkv
@@ -253,61 +215,81 @@ def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv
     n32 = n_kv & ~31
     d32 = Dh & ~31
     inv_cap = np.float32(1.0 / softcap) if softcap > 0.0 else np.float32(0.0)
-    for hk in nb.prange(Hkv):  # each KV head's query heads write their own slices of a
-        qv = np.empty((group, Dh), np.float32)
-        w = np.empty((group, p + 1), np.float32)
+    for h in nb.prange(H):  # each head writes its own slice of a
+        qv = np.empty(Dh, np.float32)
+        w = np.empty(p + 1, np.float32)
         dj = np.empty(p + 1, np.float32)
-        mx = np.empty(group, np.float32)
         v8 = np.empty(8, np.float32)
         e = np.empty(8, np.float32)
-        acc2 = np.zeros((group, 4, 8, Dh), np.float32)
-        for gi in range(group):
-            qo = (hk * group + gi) * Dh
-            for d in range(Dh):
-                qq = qr[qo + d]
-                if q_scale != 1.0:
-                    qq = qq * q_scale
-                qv[gi, d] = f16_round(qq)
-            mx[gi] = -np.inf
+        acc2 = np.zeros((4, 8, Dh), np.float32)
+        hk = h // group
+        qo = h * Dh
+        for d in range(Dh):
+            qq = qr[qo + d]
+            if q_scale != 1.0:
+                qq = qq * q_scale
+            qv[d] = f16_round(qq)
+        m = np.float32(-np.inf)
         for j in range(lo, p + 1):
             kj = k_cache[j, hk]
-            for gi in range(group):
-                sc = _score(kj, qv, gi, v8, d32, Dh, softcap, inv_cap, scale)
-                w[gi, j] = sc
-                mx[gi] = max(mx[gi], sc)
-        for gi in range(group):
-            wg = w[gi]
-            m = mx[gi]
-            for j in range(lo, p + 1):
-                dj[j] = np.float32(wg[j] - m)
-            expf_into(dj[lo : p + 1], wg[lo : p + 1])
-            total = 0.0
-            for c0 in range(lo // 8 * 8, p + 1, 8):
-                for i in range(8):
-                    j = c0 + i
-                    e[i] = wg[j] if lo <= j <= p else np.float32(0.0)
-                a0 = np.float32(e[0] + e[4])
-                a1 = np.float32(e[1] + e[5])
-                a2 = np.float32(e[2] + e[6])
-                a3 = np.float32(e[3] + e[7])
-                total += np.float64(np.float32(np.float32(a0 + a2) + np.float32(a1 + a3)))
-            inv = np.float32(1.0 / total)
-            for j in range(lo, p + 1):
-                wg[j] = f16_round(np.float32(wg[j] * inv))
+            # ggml_vec_dot_f16's 4 x 8 accumulators: cell c = (d >> 3) & 3, d & 7 sums
+            # d = c, c + 32, ... in order; v8[l] = the first reduction step over cells
+            # (l, l + 8, l + 16, l + 24). Written per lane: 2.5x faster in numba than
+            # a loop over 32 accumulator cells, same sums.
+            for ln in range(8):
+                if d32 == 0:
+                    v8[ln] = 0.0
+                    continue
+                a0 = np.float32(0.0) + kj[ln] * qv[ln]
+                a1 = np.float32(0.0) + kj[ln + 8] * qv[ln + 8]
+                a2 = np.float32(0.0) + kj[ln + 16] * qv[ln + 16]
+                a3 = np.float32(0.0) + kj[ln + 24] * qv[ln + 24]
+                for d0 in range(32, d32, 32):
+                    a0 += kj[d0 + ln] * qv[d0 + ln]
+                    a1 += kj[d0 + ln + 8] * qv[d0 + ln + 8]
+                    a2 += kj[d0 + ln + 16] * qv[d0 + ln + 16]
+                    a3 += kj[d0 + ln + 24] * qv[d0 + ln + 24]
+                v8[ln] = np.float32(a0 + a2) + np.float32(a1 + a3)
+            t0 = np.float32(v8[0] + v8[4])
+            t1 = np.float32(v8[1] + v8[5])
+            t2 = np.float32(v8[2] + v8[6])
+            t3 = np.float32(v8[3] + v8[7])
+            s64 = np.float64(np.float32(np.float32(t0 + t1) + np.float32(t2 + t3)))
+            for d in range(d32, Dh):
+                s64 += np.float64(np.float32(k_cache[j, hk, d] * qv[d]))
+            s = np.float32(s64)
+            if softcap > 0.0:
+                s = np.float32(softcap * math.tanh(np.float32(s * inv_cap)))
+            s = np.float32(s * scale)
+            w[j] = s
+            m = max(m, s)
+        for j in range(lo, p + 1):
+            dj[j] = np.float32(w[j] - m)
+        expf_into(dj[lo : p + 1], w[lo : p + 1])
+        total = 0.0
+        for c0 in range(lo // 8 * 8, p + 1, 8):
+            for i in range(8):
+                j = c0 + i
+                e[i] = w[j] if lo <= j <= p else np.float32(0.0)
+            a0 = np.float32(e[0] + e[4])
+            a1 = np.float32(e[1] + e[5])
+            a2 = np.float32(e[2] + e[6])
+            a3 = np.float32(e[3] + e[7])
+            total += np.float64(np.float32(np.float32(a0 + a2) + np.float32(a1 + a3)))
+        inv = np.float32(1.0 / total)
+        for j in range(lo, p + 1):
+            w[j] = f16_round(np.float32(w[j] * inv))
         for j in range(lo, min(p + 1, n32)):
+            wj = w[j]
+            aj = acc2[(j >> 3) & 3, j & 7]
             vj = v_cache[j, hk]
-            for gi in range(group):
-                wj = w[gi, j]
-                aj = acc2[gi, (j >> 3) & 3, j & 7]
-                for d in range(Dh):
-                    aj[d] += vj[d] * wj
-        for gi in range(group):
-            qo = (hk * group + gi) * Dh
             for d in range(Dh):
-                rr = np.float64(_reduce32(acc2[gi], d))
-                for j in range(max(lo, n32), p + 1):
-                    rr += np.float64(np.float32(v_cache[j, hk, d] * w[gi, j]))
-                a[0, qo + d] = np.float32(rr)
+                aj[d] += vj[d] * wj
+        for d in range(Dh):
+            rr = np.float64(_reduce32(acc2, d))
+            for j in range(max(lo, n32), p + 1):
+                rr += np.float64(np.float32(v_cache[j, hk, d] * w[j]))
+            a[0, qo + d] = np.float32(rr)
 
 
 ATTEND_ONE = twins(_attend_one)
