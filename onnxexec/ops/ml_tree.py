@@ -129,26 +129,26 @@ def tree_ensemble_regressor_v1(
     target_treeids: Sequence[int] = (),
     target_weights: Sequence[float] | None = None,
 ) -> np.ndarray:
-    """Opsets 1-2: as v3 without the *_as_tensor attributes."""
-    nodes = (
-        nodes_treeids,
-        nodes_nodeids,
-        nodes_featureids,
-        nodes_modes,
-        nodes_values,
-        nodes_truenodeids,
-        nodes_falsenodeids,
-        nodes_missing_value_tracks_true,
-    )
-    targets = (target_treeids, target_nodeids, target_ids, target_weights)
-    return _regressor(
+    """Opsets 1-2: v3 without the *_as_tensor attributes."""
+    return tree_ensemble_regressor(
         x,
         aggregate_function=aggregate_function,
-        base_values=floats_or_tensor(base_values, None),
+        base_values=base_values,
         n_targets=n_targets,
-        nodes=nodes,
-        targets=targets,
+        nodes_falsenodeids=nodes_falsenodeids,
+        nodes_featureids=nodes_featureids,
+        nodes_hitrates=nodes_hitrates,
+        nodes_missing_value_tracks_true=nodes_missing_value_tracks_true,
+        nodes_modes=nodes_modes,
+        nodes_nodeids=nodes_nodeids,
+        nodes_treeids=nodes_treeids,
+        nodes_truenodeids=nodes_truenodeids,
+        nodes_values=nodes_values,
         post_transform=post_transform,
+        target_ids=target_ids,
+        target_nodeids=target_nodeids,
+        target_treeids=target_treeids,
+        target_weights=target_weights,
     )
 
 
@@ -246,25 +246,25 @@ def tree_ensemble_classifier_v1(
     nodes_values: Sequence[float] | None = None,
     post_transform: str = "NONE",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Opsets 1-2: as v3 without the *_as_tensor attributes."""
-    nodes = (
-        nodes_treeids,
-        nodes_nodeids,
-        nodes_featureids,
-        nodes_modes,
-        nodes_values,
-        nodes_truenodeids,
-        nodes_falsenodeids,
-        nodes_missing_value_tracks_true,
-    )
-    classes = (class_treeids, class_nodeids, class_ids, class_weights)
-    labels = class_labels(classlabels_int64s, classlabels_strings, "TreeEnsembleClassifier")
-    return _classifier(
+    """Opsets 1-2: v3 without the *_as_tensor attributes."""
+    return tree_ensemble_classifier(
         x,
-        base_values=floats_or_tensor(base_values, None),
-        nodes=nodes,
-        classes=classes,
-        labels=labels,
+        base_values=base_values,
+        class_ids=class_ids,
+        class_nodeids=class_nodeids,
+        class_treeids=class_treeids,
+        class_weights=class_weights,
+        classlabels_int64s=classlabels_int64s,
+        classlabels_strings=classlabels_strings,
+        nodes_falsenodeids=nodes_falsenodeids,
+        nodes_featureids=nodes_featureids,
+        nodes_hitrates=nodes_hitrates,
+        nodes_missing_value_tracks_true=nodes_missing_value_tracks_true,
+        nodes_modes=nodes_modes,
+        nodes_nodeids=nodes_nodeids,
+        nodes_treeids=nodes_treeids,
+        nodes_truenodeids=nodes_truenodeids,
+        nodes_values=nodes_values,
         post_transform=post_transform,
     )
 
