@@ -71,7 +71,7 @@ class LLM:
             raise ModelLoadError(f"{path}: GGUF file has no tensor 'token_embd.weight'")
         self.config: ModelConfig = config_from_metadata(md, n_vocab=emb.shape[0])
         c = self.config
-        self.n_ctx = int(min(n_ctx or 4096, c.n_ctx_train)) if n_ctx is None else int(n_ctx)
+        self.n_ctx = min(4096, c.n_ctx_train) if n_ctx is None else int(n_ctx)
         if self.n_ctx <= 0:
             raise ValueError(f"context size must be positive, got {self.n_ctx}")
         self.n_batch = n_batch
