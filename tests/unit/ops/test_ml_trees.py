@@ -3,55 +3,14 @@ attributes, the handlers against onnxruntime, TreeEnsemble-5 against the spec.""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto as T
-from onnx import helper
 
 from onnxexec.kernels.trees import predict_forest
 from onnxexec.ops import ml_tree
 from onnxexec.ops.ml_tree_build import cached_forest, forest_from_ids
-from onnxexec.runtime.session import InferenceSession
-
-ML = "ai.onnx.ml"
-
-
-def _model(op: str, ins: list, outs: list, ml_opset: int = 3, **attrs: Any) -> bytes:
-    node = helper.make_node(op, [i.name for i in ins], [o.name for o in outs], domain=ML, **attrs)
-    g = helper.make_graph([node], "g", ins, outs)
-    m = helper.make_model(
-        g,
-        opset_imports=[
-            helper.make_opsetid("", 21 if ml_opset >= 5 else 17),
-            helper.make_opsetid(ML, ml_opset),
-        ],
-    )
-    m.ir_version = 10 if ml_opset >= 5 else 8
-    return m.SerializeToString()
-
-
-def _both(model: bytes, feeds: dict) -> tuple[list, list]:
-    ort = pytest.importorskip("onnxruntime")
-    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
-    return ref, InferenceSession(model).run(None, feeds)
-
-
-def _assert_same(ref: list, out: list) -> None:
-    assert len(ref) == len(out)
-    for r, o in zip(ref, out, strict=True):
-        assert o.shape == r.shape and o.dtype == r.dtype
-        if r.dtype.kind == "f":
-            np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-5)
-        else:
-            np.testing.assert_array_equal(o, r)
-
-
-def _ti(name: str, elem: int = T.FLOAT) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, elem, None)
-
+from tests.unit.ops._ml_helpers import _assert_same, _both, _model, _ti
 
 # ---------------------------------------------------------------- tree ensembles
 
