@@ -1,5 +1,7 @@
 """onnxexec vs llama.cpp on one GGUF model: the same prompt ids, greedy decoding, the
-same thread count, rounds interleaved in one process so machine noise hits both.
+same thread count, rounds interleaved so machine noise hits both. llama.cpp runs in a
+worker process of its own (llama_cpp_worker.py): in one process the two engines share
+libgomp and its wait policy, and either one's tuning slows the other.
 
 Per engine: prefill tok/s (one `prompt_len`-token prompt), decode tok/s (`n_decode`
 greedy tokens), time to first token in-process (prefill + argmax) and from a fresh
@@ -8,7 +10,7 @@ that child process. Plus the greedy-ids agreement, and for onnxexec a per-op-typ
 profile of one decode step: kernel time per op type, and executor overhead = the
 step's wall time (unprofiled) minus the sum of the op times (profiled).
 
-llama.cpp runs through llama-cpp-python (`llama_cpp.Llama`), imported only here.
+llama.cpp runs through llama-cpp-python (`llama_cpp.Llama`), never imported by onnxexec.
 """
 
 from __future__ import annotations
@@ -96,53 +98,70 @@ class _Ours:
 
 
 class _LlamaCpp:
+    """llama.cpp in a worker process of its own (see llama_cpp_worker.py for why)."""
+
     name = "llama.cpp"
 
     def __init__(self, model: str, n_ctx: int, threads: int) -> None:
-        self.llm = llama_cpp_model(model, n_ctx, threads)
+        try:
+            import llama_cpp  # noqa: F401  (only checks that it is installed)
+        except ImportError as e:
+            raise OnnxExecError(
+                "--vs llama.cpp needs llama-cpp-python (pip install llama-cpp-python)"
+            ) from e
+        from onnxexec.runtime.threads import OWN_ENV
 
-    def reset(self) -> None:
-        self.llm.reset()
+        env = {k: v for k, v in os.environ.items() if OWN_ENV.get(k) != v}
+        script = os.path.join(os.path.dirname(__file__), "llama_cpp_worker.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, script, model, str(n_ctx), str(threads)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self.load_s = float(self._reply()["load_s"])
 
-    def eval_last(self, ids: list[int]) -> np.ndarray:
-        return llama_cpp_eval(self.llm, ids)
+    def _reply(self) -> dict:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            err = self.proc.stderr.read().strip().splitlines() if self.proc.stderr else []
+            raise OnnxExecError(f"llama.cpp worker failed: {(err or ['no output'])[-1]}")
+        return json.loads(line)
+
+    def round(self, ids: list[int], n_decode: int) -> tuple[float, float, list[int]]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"ids": ids, "n_decode": n_decode}) + "\n")
+        self.proc.stdin.flush()
+        r = self._reply()
+        return r["prefill_s"], r["decode_s"], r["ids"]
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
 
 
-def llama_cpp_model(model: str, n_ctx: int, threads: int) -> Any:
-    try:
-        import llama_cpp
-    except ImportError as e:
-        raise OnnxExecError(
-            "--vs llama.cpp needs llama-cpp-python (pip install llama-cpp-python)"
-        ) from e
-    return llama_cpp.Llama(
-        model, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, n_batch=512, verbose=False
-    )
-
-
-def llama_cpp_eval(llm: Any, ids: list[int]) -> np.ndarray:
-    """Evaluate `ids`, return the last position's logits (without logits_all, Llama.eval
-    keeps no scores: read llama_get_logits_ith(-1) directly)."""
-    llm.eval(ids)
-    return np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
-
-
-def _round(engine: Any, ids: list[int], n_decode: int, run: EngineRun) -> None:
-    """One timed prefill + greedy decode; appends to `run`."""
+def _ours_round(engine: _Ours, ids: list[int], n_decode: int) -> tuple[float, float, list[int]]:
+    """One timed prefill + greedy decode: (prefill s, decode s, greedy ids)."""
     engine.reset()
     t0 = time.perf_counter()
-    logits = engine.eval_last(ids)
-    tok = int(np.argmax(logits))
+    out = [int(np.argmax(engine.eval_last(ids)))]
     t1 = time.perf_counter()
-    out = [tok]
     for _ in range(n_decode - 1):
         out.append(int(np.argmax(engine.eval_last([out[-1]]))))
-    t2 = time.perf_counter()
-    run.prefill_tok_s.append(len(ids) / (t1 - t0))
-    run.ttft_ms.append((t1 - t0) * 1e3)
+    return t1 - t0, time.perf_counter() - t1, out
+
+
+def _record(run: EngineRun, n_prompt: int, n_decode: int, r: tuple[float, float, list]) -> None:
+    prefill_s, decode_s, ids = r
+    run.prefill_tok_s.append(n_prompt / prefill_s)
+    run.ttft_ms.append(prefill_s * 1e3)
     if n_decode > 1:
-        run.decode_tok_s.append((n_decode - 1) / (t2 - t1))
-    run.greedy_ids = out
+        run.decode_tok_s.append((n_decode - 1) / decode_s)
+    run.greedy_ids = ids
 
 
 def profile_decode_step(llm: Any, token: int, reps: int = 10) -> tuple[list, float, float]:
@@ -247,24 +266,25 @@ def bench_gguf(
     if vs not in (None, "llama.cpp", "llama_cpp"):
         raise OnnxExecError(f"unknown anchor '{vs}' for a GGUF model; use llama.cpp or none")
     n_ctx = prompt_len + n_decode + 8
-    engines: list[Any] = []
-    runs: list[EngineRun] = []
     t = time.perf_counter()
     ours = _Ours(model, n_ctx, threads)
-    engines.append(ours)
-    runs.append(EngineRun("onnxexec", load_s=time.perf_counter() - t))
-    if vs:
-        t = time.perf_counter()
-        engines.append(_LlamaCpp(model, n_ctx, threads))
-        runs.append(EngineRun("llama.cpp", load_s=time.perf_counter() - t))
-    ids = prompt_ids(ours.llm.tokenizer, prompt_len)
-    for e in engines:  # warm-up: first-call allocations, page faults of the weights
-        e.reset()
-        e.eval_last(ids[: max(1, min(8, len(ids) - 1))])
-        e.eval_last(ids[-1:])
-    for _ in range(rounds):
-        for e, r in zip(engines, runs, strict=True):
-            _round(e, ids, n_decode, r)
+    runs = [EngineRun("onnxexec", load_s=time.perf_counter() - t)]
+    anchor = _LlamaCpp(model, n_ctx, threads) if vs else None
+    if anchor is not None:
+        runs.append(EngineRun("llama.cpp", load_s=anchor.load_s))
+    try:
+        ids = prompt_ids(ours.llm.tokenizer, prompt_len)
+        # warm-up: first-call allocations, page faults of the weights
+        _ours_round(ours, ids, 2)
+        if anchor is not None:
+            anchor.round(ids, 2)
+        for _ in range(rounds):  # interleaved, so machine noise hits both engines
+            _record(runs[0], len(ids), n_decode, _ours_round(ours, ids, n_decode))
+            if anchor is not None:
+                _record(runs[1], len(ids), n_decode, anchor.round(ids, n_decode))
+    finally:
+        if anchor is not None:
+            anchor.close()
     c = ours.llm.config
     res = GGUFBenchResult(
         model,
@@ -287,7 +307,7 @@ def bench_gguf(
         res.profile, res.step_wall_ms, res.step_ops_ms = profile_decode_step(
             ours.llm, runs[0].greedy_ids[0]
         )
-    del engines, ours
+    del ours
     if memory:
         for r in runs:
             r.process_ttft_s, r.peak_rss_mb = child_run(

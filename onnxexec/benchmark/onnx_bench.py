@@ -82,8 +82,9 @@ def _max_abs_diff(a: Any, b: Any) -> float:
     return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
 
 
-def peak_rss_mb(engine: str, model: str, feed_path: str, threads: int, runs: int = 3,
-                level: int = 99) -> float:
+def peak_rss_mb(
+    engine: str, model: str, feed_path: str, threads: int, runs: int = 3, level: int = 99
+) -> float:
     """Peak RSS (MB) of a fresh process that creates the session and runs it."""
     code = (
         "import resource, sys, numpy as np\n"

@@ -81,7 +81,7 @@ class InferenceSession:
         # BLAS keeps the session's thread count at every level: forcing it single-threaded
         # under the fused kernels changed conv summation order enough to flip the
         # ill-conditioned light/test_squeezenet case (logits ~1e10 equal to the last bit).
-        set_threads(self._options.intra_op_num_threads)
+        set_threads(self._options.intra_op_num_threads, blas_threads=1 if level >= 2 else None)
         with self._span("model_loading_uri"):
             self._graph = load_graph(path_or_bytes)
         with self._span("session_initialization"):

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import os
 
-# numba's OpenMP layer spin-waits between parallel regions by default; with more busy
-# threads than cores (our own pool, BLAS, other processes) a 2-thread prange kernel ran
-# 10-20x slower than on one thread. Passive waiting must be chosen before libgomp loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# numba's OpenMP layer (libgomp) decides how its idle workers wait when it loads, from
+# the environment. Its default spins ~300k iterations (a few ms) after every parallel
+# region: with BLAS or other processes also busy that starved the thread doing real work
+# (a 2-thread prange kernel ran 10-20x slower than on one thread). Pure passive waiting
+# instead costs a futex wake-up per region, which cut a GGUF decode step (60 regions)
+# to 0.6x. A short spin (~0.1 ms at libgomp's ~100k spins per ms) catches back-to-back
+# regions and then sleeps. A value the user set is kept.
+# OWN_ENV names what this module set, so a child process that must not inherit our
+# tuning (the llama.cpp anchor in benchmarks, which links libgomp too) can drop it.
+OWN_ENV: dict[str, str] = {}
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    OWN_ENV["GOMP_SPINCOUNT"] = os.environ["GOMP_SPINCOUNT"] = "10000"
 
-import numba
-from threadpoolctl import threadpool_limits
+import numba  # noqa: E402  (after the environment above)
+from threadpoolctl import threadpool_limits  # noqa: E402
 
-from onnxexec.kernels import parallel
+from onnxexec.kernels import parallel  # noqa: E402
 
 _limiter: threadpool_limits | None = None
 
