@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from onnxexec.errors import (
     InvalidFeedError,
     InvalidGraphError,
@@ -13,18 +15,10 @@ from onnxexec.errors import (
     OnnxExecError,
     UnsupportedOpError,
 )
-from onnxexec.runtime import (
-    ExecutionMode,
-    GraphOptimizationLevel,
-    InferenceSession,
-    ModelMetadata,
-    NodeArg,
-    RunOptions,
-    SessionOptions,
-    get_all_providers,
-    get_available_providers,
-    get_device,
-)
+from onnxexec.runtime import __all__ as _RUNTIME_NAMES
+
+# The session API loads onnx and numba (over a second): imported on first use, so that
+# the GGUF path (`onnxexec generate`, `onnxexec.llm`) never pays for onnx.
 
 __version__ = "0.1.0"
 
@@ -47,3 +41,11 @@ __all__ = [
     "get_available_providers",
     "get_device",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RUNTIME_NAMES:
+        import onnxexec.runtime
+
+        return getattr(onnxexec.runtime, name)
+    raise AttributeError(f"module 'onnxexec' has no attribute '{name}'")

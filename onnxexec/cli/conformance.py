@@ -5,14 +5,16 @@ from __future__ import annotations
 import fnmatch
 import json
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 import click
 from tqdm import tqdm
 
 from onnxexec.cli.common import verbose_option
-from onnxexec.conformance.expected import load_expected
-from onnxexec.conformance.runner import Result, run_case
-from onnxexec.conformance.suites import SUITES, collect
+from onnxexec.conformance.expected import SUITES, load_expected
+
+if TYPE_CHECKING:
+    from onnxexec.conformance.runner import Result
 
 
 def _matches(name: str, pattern: str) -> bool:
@@ -48,6 +50,9 @@ def conformance_cmd(
     pattern: str, suite: str, op_type: str, json_path: str | None, failures_only: bool
 ) -> None:
     """Run the ONNX backend test suites through onnxexec and report per op type."""
+    from onnxexec.conformance.runner import run_case
+    from onnxexec.conformance.suites import collect
+
     expected = load_expected()
     cases = [
         c

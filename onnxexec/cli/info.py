@@ -9,7 +9,6 @@ import click
 from onnxexec.cli.common import verbose_option
 from onnxexec.ir.graph import Graph
 from onnxexec.ir.printer import format_graph
-from onnxexec.loaders.onnx_proto import load_onnx
 
 
 def _count_ops(g: Graph, counts: Counter) -> None:
@@ -73,6 +72,8 @@ def info_cmd(model: str, show_graph: bool) -> None:
         for line in describe_gguf(model, show_graph):
             click.echo(line)
         return
+    from onnxexec.loaders.onnx_proto import load_onnx
+
     g = load_onnx(model)
     for line in describe_graph(g):
         click.echo(line)

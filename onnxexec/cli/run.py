@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import numpy as np
 
 from onnxexec.cli.common import verbose_option
-from onnxexec.cli.feeds import load_array_file, load_npz, parse_pairs, synthesize
 from onnxexec.errors import InvalidFeedError
-from onnxexec.runtime.options import SessionOptions
-from onnxexec.runtime.session import InferenceSession
+
+if TYPE_CHECKING:  # onnx and the session load on use: `onnxexec generate` skips them
+    from onnxexec.runtime.session import InferenceSession
 
 
 def summarize(name: str, v: Any) -> str:
@@ -41,6 +41,8 @@ def build_feed(
     dims: tuple[str, ...],
     seed: int,
 ) -> tuple[dict[str, Any], list[str]]:
+    from onnxexec.cli.feeds import load_array_file, load_npz, parse_pairs, synthesize
+
     dim_sizes = {}
     for k, v in parse_pairs(dims, "--dim").items():
         try:
@@ -120,6 +122,9 @@ def run_cmd(
     profile: str | None,
 ) -> None:
     """Run MODEL once and print each output's dtype, shape and min/mean/max."""
+    from onnxexec.runtime.options import SessionOptions
+    from onnxexec.runtime.session import InferenceSession
+
     opts = SessionOptions(intra_op_num_threads=threads)
     if profile:
         opts.enable_profiling = True

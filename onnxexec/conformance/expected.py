@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# the suites `onnxexec conformance --suite` knows (suites.py collects them); kept here,
+# away from onnx, so the CLI can list them without importing onnx
+SUITES = ("node", "pytorch-converted", "pytorch-operator", "simple", "light")
+
 EXPECTED_FAILURES = Path(__file__).with_name("expected_failures.txt")
 
 

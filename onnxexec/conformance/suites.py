@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-SUITES = ("node", "pytorch-converted", "pytorch-operator", "simple", "light")
+from onnxexec.conformance.expected import SUITES
 
 
 @dataclass

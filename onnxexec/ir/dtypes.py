@@ -7,11 +7,50 @@ the backend test expectations without conversion.
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Final
 
 import ml_dtypes
 import numpy as np
-from onnx import TensorProto
+
+
+class TensorProto(IntEnum):
+    """onnx.TensorProto.DataType's values (onnx.proto), spelled as onnx spells them.
+
+    Our own copy so that the IR, the ops and the GGUF path never import onnx (about
+    0.3-0.7 s); tests/unit/ir check it against onnx's enum value by value.
+    """
+
+    UNDEFINED = 0
+    FLOAT = 1
+    UINT8 = 2
+    INT8 = 3
+    UINT16 = 4
+    INT16 = 5
+    INT32 = 6
+    INT64 = 7
+    STRING = 8
+    BOOL = 9
+    FLOAT16 = 10
+    DOUBLE = 11
+    UINT32 = 12
+    UINT64 = 13
+    COMPLEX64 = 14
+    COMPLEX128 = 15
+    BFLOAT16 = 16
+    FLOAT8E4M3FN = 17
+    FLOAT8E4M3FNUZ = 18
+    FLOAT8E5M2 = 19
+    FLOAT8E5M2FNUZ = 20
+    UINT4 = 21
+    INT4 = 22
+    FLOAT4E2M1 = 23
+    FLOAT8E8M0 = 24
+    UINT2 = 25
+    INT2 = 26
+    FLOAT6E2M3 = 27
+    FLOAT6E3M2 = 28
+
 
 _NP: Final[dict[int, np.dtype]] = {
     TensorProto.FLOAT: np.dtype(np.float32),

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels.activations import act_row, epilogue
+from onnxexec.kernels.activations import _epilogue, act_row, epilogue
+from onnxexec.kernels.depthwise import depthwise2d_fused
 from onnxexec.kernels.parallel import num_threads, parallel_for
 
 f32 = np.float32
@@ -108,69 +109,6 @@ def _compact(ext, wp, rows, y, col0, ow, bias, has_bias, z, has_z, code, alpha, 
             act_row(dst, code, a, b, tmp, scratch)
 
 
-@nb.njit(nogil=True, cache=True, error_model="numpy")
-def _depthwise(x, w, bias, has_bias, sh, sw, ph, pw, dh, dw, out, m0, m1, code, alpha, beta):
-    """out[m] = sum_{a,b} w[m, a, b] * x[m // mult] shifted, + bias[m], activated; m0..m1.
-
-    Each input plane is copied into a zero-padded scratch plane of width wp; then with
-    the output laid out at the same row width ("virtual" columns j >= OW are junk) every
-    tap is one long loop: ext[p] += xp[s * p + a * dh * wp + b * dw] with s = the
-    stride when sh == sw (else row by row).
-    """
-    mult = out.shape[0] // x.shape[0]
-    height, width = x.shape[1], x.shape[2]
-    oh, ow = out.shape[1], out.shape[2]
-    kh, kw = w.shape[1], w.shape[2]
-    wp = max(width + pw, (ow - 1) * sw + (kw - 1) * dw + 1)
-    hp = max(height + ph, (oh - 1) * sh + (kh - 1) * dh + 1) + sh
-    xp = np.zeros(hp * wp, dtype=np.float32)
-    ext = np.empty(oh * wp, dtype=np.float32)
-    tmp = np.empty(ow, dtype=np.float32)
-    scratch = np.empty(ow, dtype=np.int32)
-    last_c = -1
-    for m in range(m0, m1):
-        c = m // mult
-        if c != last_c:
-            for r in range(height):
-                dst = xp[(r + ph) * wp + pw : (r + ph) * wp + pw + width]
-                xr = x[c, r]
-                for j in range(width):
-                    dst[j] = xr[j]
-            last_c = c
-        b0 = bias[m] if has_bias else f32(0.0)
-        n = (oh - 1) * wp + ow  # junk columns j >= ow of ext are computed and dropped
-        for p0 in range(0, n, _BLOCK):  # a block of ext stays in L1 across the taps
-            p1 = min(n, p0 + _BLOCK)
-            e = ext[p0:p1]
-            for p in range(p1 - p0):
-                e[p] = b0
-            for a in range(kh):
-                for b in range(kw):
-                    wv = w[m, a, b]
-                    off = a * dh * wp + b * dw
-                    # slices, never offset indices: an offset index makes numba check for
-                    # negative wrap-around and the loop stops vectorizing
-                    if sh == 1 and sw == 1:
-                        src = xp[off + p0 : off + p1]
-                        for p in range(p1 - p0):
-                            e[p] += src[p] * wv
-                    elif sh == sw:
-                        srcs = xp[off + sh * p0 : off + sh * (p1 - 1) + 1 : sh]
-                        for p in range(p1 - p0):
-                            e[p] += srcs[p] * wv
-                    else:
-                        for p in range(p0, p1):
-                            i, j = p // wp, p % wp
-                            if j < ow:
-                                ext[p] += xp[i * sh * wp + j * sw + off] * wv
-        for i in range(oh):
-            orow = out[m, i]
-            e = ext[i * wp : i * wp + ow]
-            for j in range(ow):
-                orow[j] = e[j]
-            act_row(orow, code, f32(alpha), f32(beta), tmp, scratch)
-
-
 def conv2d(
     x: np.ndarray,
     w: np.ndarray,
@@ -191,29 +129,35 @@ def conv2d(
     n, c, height, width = x.shape
     m, cg, kh, kw = w.shape
     oh, ow = out_hw
-    geo = Geo(kh, kw, strides[0], strides[1], pads[0], pads[1], dilations[0], dilations[1], ow)
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    b = None if bias is None else np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
-    zc = None if z is None else np.ascontiguousarray(z, dtype=np.float32)
-    out = np.empty((n, m, oh, ow), dtype=np.float32)
+    if x.dtype != f32 or not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x, dtype=f32)
+    b = None if bias is None else _f32(bias).reshape(-1)
+    zc = None if z is None else _f32(z)
+    out = np.empty((n, m, oh, ow), dtype=f32)
     if cg == 1 and group == c and m % c == 0:
-        _depthwise_all(x, w, b, geo, out, act if zc is None else 0, alpha, beta)
-        if zc is not None:
-            out += zc
-            epilogue(out.reshape(-1, oh * ow), 0, oh * ow, None, act, alpha, beta)
-        return out
+        return depthwise2d_fused(x, w, b, strides, pads, dilations, out, act, alpha, beta, zc)
     mg = m // group
-    wmat = w.reshape(group, mg, cg * kh * kw)
-    if wmat.dtype != np.float32 or not wmat.flags.c_contiguous:
-        wmat = np.ascontiguousarray(wmat, dtype=np.float32)
-    pointwise = (
-        kh == kw == 1
-        and geo.sh == geo.sw == 1
-        and geo.ph == geo.pw == 0
-        and (oh, ow) == (height, width)
-    )
+    wmat = _f32(w.reshape(group, mg, cg * kh * kw))
+    sh, sw = strides[0], strides[1]
+    if kh == kw == 1 and sh == sw == 1 and (oh, ow) == (height, width) and not any(pads[:2]):
+        # pointwise: no im2col, one product per image and group
+        for i in range(n):
+            for g in range(group):
+                c0, m0 = g * cg, g * mg
+                _pointwise(
+                    wmat[g],
+                    x[i, c0 : c0 + cg].reshape(cg, oh * ow),
+                    out[i, m0 : m0 + mg].reshape(mg, oh * ow),
+                    None if b is None else b[m0 : m0 + mg],
+                    None if zc is None else zc[i, m0 : m0 + mg].reshape(mg, oh * ow),
+                    act,
+                    alpha,
+                    beta,
+                )
+        return out
+    geo = Geo(kh, kw, sh, sw, pads[0], pads[1], dilations[0], dilations[1], ow)
     for i in range(n):
-        xp = _padded(x[i], geo, oh) if not pointwise and geo.sh == geo.sw == 1 else None
+        xp = _padded(x[i], geo, oh) if geo.sh == geo.sw == 1 else None
         for g in range(group):
             sl = slice(g * mg, (g + 1) * mg)
             y = out[i, sl].reshape(mg, oh * ow)
@@ -225,13 +169,17 @@ def conv2d(
                 None if zc is None else zc[i, sl].reshape(mg, oh * ow),
             )
             c0, c1 = g * cg, (g + 1) * cg
-            if pointwise:
-                _pointwise(wmat[g], x[i, c0:c1].reshape(cg, -1), y, ep)
-            elif xp is not None:
+            if xp is not None:
                 _wide_gemm(xp, c0, c1, wmat[g], y, geo, ep)
             else:
                 _im2col_gemm(x[i], c0, c1, wmat[g], y, geo, ep)
     return out
+
+
+def _f32(a: np.ndarray) -> np.ndarray:
+    if a.dtype == f32 and a.flags.c_contiguous:
+        return a
+    return np.ascontiguousarray(a, dtype=f32)
 
 
 @dataclass(frozen=True)
@@ -271,54 +219,49 @@ class Epi:
         )
 
 
-def _depthwise_all(x, w, b, geo: Geo, out, act, alpha, beta) -> None:
-    wk = np.ascontiguousarray(w[:, 0], dtype=np.float32)
-    m, oh, ow = out.shape[1:]
-    for i in range(x.shape[0]):
-
-        def planes(m0: int, m1: int, i: int = i) -> None:
-            _depthwise(
-                x[i],
-                wk,
-                _NO_BIAS if b is None else b,
-                b is not None,
-                geo.sh,
-                geo.sw,
-                geo.ph,
-                geo.pw,
-                geo.dh,
-                geo.dw,
-                out[i],
-                m0,
-                m1,
-                act,
-                alpha,
-                beta,
-            )
-
-        parallel_for(planes, m, min_chunk=max(1, 8192 // max(oh * ow, 1)))
-
-
-def _pointwise(wm: np.ndarray, xm: np.ndarray, y: np.ndarray, ep: Epi) -> None:
-    """y (M, P) = epilogue(wm (M, C) @ xm (C, P))."""
+def _pointwise(
+    wm: np.ndarray,
+    xm: np.ndarray,
+    y: np.ndarray,
+    bias: np.ndarray | None,
+    z: np.ndarray | None,
+    act: int,
+    alpha: float,
+    beta: float,
+) -> None:
+    """y (M, P) = act(wm (M, C) @ xm (C, P) + bias[:, None] + z), each thread's slab
+    finished by the epilogue right after its product."""
     mg, p = y.shape
+    has_b, has_z, has_epi = (
+        bias is not None,
+        z is not None,
+        bias is not None or act or z is not None,
+    )
+    bb = _NO_BIAS if bias is None else bias
+    zz = _NO_Z if z is None else z
     if num_threads() == 1 or mg * p * wm.shape[1] < (1 << 18):
         np.matmul(wm, xm, out=y)
-        ep.apply(y, 0, p)
+        if has_epi:
+            _epilogue(y, 0, p, bb, has_b, True, zz, has_z, act, alpha, beta)
     elif p >= mg:
         blocks = -(-p // 64)
 
-        def cols(a: int, bb: int) -> None:
-            p0, p1 = a * 64, min(bb * 64, p)
+        def cols(a: int, b: int) -> None:
+            p0, p1 = a * 64, min(b * 64, p)
             np.matmul(wm, xm[:, p0:p1], out=y[:, p0:p1])
-            ep.apply(y, p0, p1)
+            if has_epi:
+                _epilogue(y, p0, p1, bb, has_b, True, zz, has_z, act, alpha, beta)
 
         parallel_for(cols, blocks)
     else:
 
-        def rows(a: int, bb: int) -> None:
-            np.matmul(wm[a:bb], xm, out=y[a:bb])
-            ep.apply(y, 0, p, slice(a, bb))
+        def rows(a: int, b: int) -> None:
+            np.matmul(wm[a:b], xm, out=y[a:b])
+            if has_epi:
+                _epilogue(
+                    y[a:b], 0, p, bb[a:b] if has_b else bb, has_b, True,
+                    zz[a:b] if has_z else zz, has_z, act, alpha, beta,
+                )  # fmt: skip
 
         parallel_for(rows, mg, min_chunk=4)
 

@@ -19,9 +19,8 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-from onnx import TensorProto
 
-from onnxexec.ir.dtypes import np_dtype, onnx_dtype
+from onnxexec.ir.dtypes import TensorProto, np_dtype, onnx_dtype
 from onnxexec.ops.cast_float8 import E8M0, FLOAT8, to_e8m0, to_float8, to_narrow_float
 from onnxexec.ops.registry import op
 

@@ -14,6 +14,7 @@ import numpy as np
 from onnxexec.kernels.activations import ACT, epilogue, epilogue_reference
 from onnxexec.kernels.conv2d import conv2d
 from onnxexec.kernels.gemm import batched, linear
+from onnxexec.ops import _window as win
 from onnxexec.ops.conv import _compute_dtype, _geometry, conv_nd
 from onnxexec.ops.registry import op
 
@@ -74,6 +75,29 @@ def fused_matmul(
     return activate(y, activation, alpha, beta)
 
 
+# Conv geometry by shapes + attributes: computing it costs more than a small conv
+_GEOMETRY: dict[tuple, win.Geometry] = {}
+
+
+def _conv_geometry(
+    x: np.ndarray,
+    w: np.ndarray,
+    kernel_shape: tuple[int, ...] | None,
+    strides: tuple[int, ...] | None,
+    dilations: tuple[int, ...] | None,
+    pads: tuple[int, ...] | None,
+    auto_pad: str,
+) -> win.Geometry:
+    key = (x.shape, w.shape, kernel_shape, strides, dilations, pads, auto_pad)
+    g = _GEOMETRY.get(key)
+    if g is None:
+        g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+        if len(_GEOMETRY) > 1024:
+            _GEOMETRY.clear()
+        _GEOMETRY[key] = g
+    return g
+
+
 @op("FusedConv", 1, domain=D)
 def fused_conv(
     x: np.ndarray,
@@ -93,12 +117,14 @@ def fused_conv(
 ) -> np.ndarray:
     """act(Conv(X, W, B) + Z) with Conv's attributes: X (N, C, D...), W (M, C/group, K...),
     Z an optional residual of the output's shape."""
-    g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
-    fast = x.ndim == 4 and x.dtype == F32 and w.dtype == F32 and (b is None or b.dtype == F32)
-    shapes_ok = x.shape[1] == w.shape[1] * group and w.shape[0] % group == 0
+    g = _conv_geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
     if (
-        fast
-        and shapes_ok
+        x.ndim == 4
+        and x.dtype == F32
+        and w.dtype == F32
+        and (b is None or b.dtype == F32)
+        and x.shape[1] == w.shape[1] * group
+        and w.shape[0] % group == 0
         and (z is None or (z.dtype == F32 and z.shape == (x.shape[0], w.shape[0], *g.out)))
     ):
         return conv2d(

@@ -14,6 +14,8 @@ from typing import Any, Final
 
 import numpy as np
 
+from onnxexec.kernels.ml_scores import transform_rows
+
 POST_TRANSFORMS: Final = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
 
 # How a lone binary score becomes two columns (onnxruntime's `add_second_class`):
@@ -21,6 +23,27 @@ POST_TRANSFORMS: Final = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT
 # p = logistic(s) under LOGISTIC,
 # 2/3 (mixed-sign weights) -> [-s, s], or [logistic(-s), logistic(s)] under LOGISTIC.
 SECOND_CLASS_NONE: Final = -1
+
+_MEMO_SIZE: Final = 256
+_memo: dict[tuple[int, ...], tuple[tuple[Any, ...], Any]] = {}
+
+
+def memo(build: Callable[..., Any], *attrs: Any) -> Any:
+    """build(*attrs), memoised on the identity of every attribute object.
+
+    The plan binds the same attribute objects to every run of a node, so handlers
+    use this to turn their (tuple) attributes into arrays once instead of per run.
+    Entries keep their attribute objects alive, so the ids stay unique.
+    """
+    key = (id(build), *map(id, attrs))
+    hit = _memo.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], attrs, strict=True)):
+        return hit[1]
+    value = build(*attrs)
+    if len(_memo) >= _MEMO_SIZE:
+        _memo.pop(next(iter(_memo)))
+    _memo[key] = (attrs, value)
+    return value
 
 
 def logistic(x: np.ndarray) -> np.ndarray:
@@ -84,7 +107,14 @@ def check_post_transform(name: str, op: str) -> None:
 
 
 def transform_scores(scores: np.ndarray, post_transform: str) -> np.ndarray:
-    """Apply `post_transform` to a (N, C) matrix of C >= 2 scores per row."""
+    """Apply `post_transform` to a (N, C) matrix of C >= 2 scores per row (a new array
+    unless NONE). float32 scores go through the compiled kernels.ml_scores version."""
+    if post_transform == "NONE":
+        return scores
+    if scores.dtype == np.float32 and scores.ndim == 2:
+        out = np.array(scores, order="C")
+        transform_rows(out, POST_TRANSFORMS.index(post_transform))
+        return out
     with np.errstate(over="ignore", invalid="ignore"):
         return _TRANSFORMS[post_transform](scores).astype(scores.dtype, copy=False)
 
@@ -102,6 +132,8 @@ def expand_binary(
     if post_transform == "PROBIT":
         out[:, 0] = probit(score)
         return out
+    if isinstance(second_class, int):
+        return _expand_uniform(score, post_transform, second_class, out)
     mode = np.broadcast_to(np.asarray(second_class), (n,))
     one_minus = (mode == 0) | (mode == 1)
     mixed = (mode == 2) | (mode == 3)
@@ -115,6 +147,23 @@ def expand_binary(
     else:
         out[:, 0] = np.where(mixed, -score, out[:, 0])
         out[:, 1] = np.where(mixed, score, out[:, 1])
+    return out
+
+
+def _expand_uniform(
+    score: np.ndarray, post_transform: str, mode: int, out: np.ndarray
+) -> np.ndarray:
+    """expand_binary with one second-class mode for every row (fewer array passes)."""
+    logistic_post = post_transform == "LOGISTIC"
+    if mode == SECOND_CLASS_NONE:
+        out[:, 0] = score
+    elif mode in (0, 1):
+        p = logistic(score) if logistic_post else score
+        out[:, 1] = p
+        out[:, 0] = 1 - p
+    elif mode in (2, 3):
+        out[:, 0] = logistic(-score) if logistic_post else -score
+        out[:, 1] = logistic(score) if logistic_post else score
     return out
 
 

@@ -12,10 +12,13 @@ from typing import Final
 
 import numpy as np
 
+from onnxexec.kernels.ml_scores import linear_classify
 from onnxexec.ops.ml_common import (
+    POST_TRANSFORMS,
     as_rows,
     check_post_transform,
     expand_binary,
+    memo,
     probit,
     transform_scores,
 )
@@ -24,25 +27,44 @@ from onnxexec.ops.registry import op
 ML: Final = "ai.onnx.ml"
 
 
+def _as_f32(values: Sequence[float] | None) -> np.ndarray | None:
+    return np.asarray(values, dtype=np.float32) if values else None
+
+
 def _scores(
     x: np.ndarray,
-    coefficients: Sequence[float],
-    intercepts: Sequence[float] | None,
+    coef: np.ndarray,
+    intercepts: np.ndarray | None,
     n_targets: int,
     op_name: str,
 ) -> np.ndarray:
-    """(N, F) @ coefficients(n_targets, F)^T + intercepts -> (N, n_targets) float32."""
-    rows = as_rows(x, op_name).astype(np.float32)
-    coef = np.asarray(coefficients, dtype=np.float32)
+    """(N, F) @ coef(n_targets, F)^T + intercepts -> (N, n_targets) float32."""
+    rows = as_rows(x, op_name)
+    if rows.dtype != np.float32:
+        rows = rows.astype(np.float32)
     if n_targets <= 0 or coef.size != n_targets * rows.shape[1]:
         raise ValueError(
             f"{op_name}: {coef.size} coefficients do not fit {n_targets} target(s) x "
             f"{rows.shape[1]} features"
         )
     s = rows @ coef.reshape(n_targets, rows.shape[1]).T
-    if intercepts:
-        s = s + np.asarray(intercepts, dtype=np.float32)
-    return s.astype(np.float32)
+    if intercepts is not None:
+        s += intercepts
+    return s
+
+
+def _classifier_labels(
+    ints: Sequence[int] | None, strings: Sequence[str] | None
+) -> tuple[bool, np.ndarray, np.ndarray]:
+    """(string labels?, all labels as an array, [negative, positive] label of one column)."""
+    is_str = bool(strings)
+    labels = list(strings) if is_str else list(ints or ())
+    dtype = object if is_str else np.int64
+    if len(labels) == 2:
+        neg_pos = [labels[0], labels[1]]
+    else:
+        neg_pos = ["0", "1"] if is_str else [0, 1]
+    return is_str, np.array(labels, dtype=dtype), np.array(neg_pos, dtype=dtype)
 
 
 @op("LinearClassifier", since=1, domain=ML)
@@ -63,29 +85,40 @@ def linear_classifier(
     label = labels[1] when the raw score > 0, scores expanded to [1 - s, s].
     """
     check_post_transform(post_transform, "LinearClassifier")
-    n_features = as_rows(x, "LinearClassifier").shape[1]
+    rows = as_rows(x, "LinearClassifier")
+    n_features = rows.shape[1]
     n_targets = len(intercepts) if intercepts else len(coefficients) // max(n_features, 1)
-    s = _scores(x, coefficients, intercepts, n_targets, "LinearClassifier")
-    strings = bool(classlabels_strings)
-    labels = list(classlabels_strings) if strings else list(classlabels_ints or ())
+    coef = memo(_as_f32, coefficients)
+    if n_targets <= 0 or coef.size != n_targets * n_features:
+        raise ValueError(
+            f"LinearClassifier: {coef.size} coefficients do not fit {n_targets} target(s) x "
+            f"{n_features} features"
+        )
+    bias = memo(_bias, intercepts, n_targets)
+    _, labels, neg_pos = memo(_classifier_labels, classlabels_ints, classlabels_strings)
+    if n_targets > 1 and labels.shape[0] < n_targets:
+        raise ValueError(
+            f"LinearClassifier: {n_targets} score columns but {labels.shape[0]} class labels"
+        )
+    s, best = linear_classify(
+        rows if rows.dtype == np.float32 else rows.astype(np.float32),
+        coef.reshape(n_targets, n_features),
+        bias,
+        POST_TRANSFORMS.index(post_transform),
+    )
     if n_targets == 1:
-        if len(labels) == 2:
-            pos, neg = labels[1], labels[0]
-        else:
-            pos, neg = ("1", "0") if strings else (1, 0)
-        win = s[:, 0] > 0
-        lab = np.where(win, np.array(pos, dtype=object), np.array(neg, dtype=object))
-        lab = lab.astype(object) if strings else lab.astype(np.int64)
-        if len(labels) == 2:
+        lab = neg_pos[(s[:, 0] > 0).view(np.uint8)]
+        if labels.shape[0] == 2:
             return lab, expand_binary(s[:, 0], post_transform, 1)
         return lab, probit(s) if post_transform == "PROBIT" else s
-    if len(labels) < n_targets:
-        raise ValueError(
-            f"LinearClassifier: {n_targets} score columns but {len(labels)} class labels"
-        )
-    best = np.argmax(s, axis=1)
-    lab = np.array(labels, dtype=object if strings else np.int64)[best]
-    return lab, transform_scores(s, post_transform)
+    return labels[best], s
+
+
+def _bias(intercepts: Sequence[float] | None, n_targets: int) -> np.ndarray:
+    """The intercepts as float32, zeros when the attribute is absent."""
+    if intercepts:
+        return np.asarray(intercepts, dtype=np.float32)
+    return np.zeros(n_targets, np.float32)
 
 
 @op("LinearRegressor", since=1, domain=ML)
@@ -103,7 +136,14 @@ def linear_regressor(
     any post_transform row-wise.
     """
     check_post_transform(post_transform, "LinearRegressor")
-    s = _scores(x, coefficients or (), intercepts, targets, "LinearRegressor")
+    coef = memo(_as_f32, coefficients)
+    s = _scores(
+        x,
+        np.zeros(0, np.float32) if coef is None else coef,
+        memo(_as_f32, intercepts),
+        targets,
+        "LinearRegressor",
+    )
     if targets == 1:
         return probit(s) if post_transform == "PROBIT" else s
     return transform_scores(s, post_transform)

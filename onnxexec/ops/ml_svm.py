@@ -11,119 +11,94 @@ onnxruntime's svmclassifier.cc, as the iterative coupling stops on a tolerance.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 
+from onnxexec.kernels.ml_svm import KERNELS, LINEAR, kernel_values, svc_scores
 from onnxexec.ops.ml_common import (
     as_rows,
     check_post_transform,
     class_labels,
     expand_binary,
-    logistic,
+    memo,
     probit,
     transform_scores,
 )
 from onnxexec.ops.registry import op
 
 ML: Final = "ai.onnx.ml"
-_KERNELS: Final = ("LINEAR", "POLY", "RBF", "SIGMOID")
 
 
-def _kernel(
-    x: np.ndarray,
-    vectors: np.ndarray,
-    kernel_type: str,
-    params: Sequence[float] | None,
-    linear_c: float = 0.0,
-) -> np.ndarray:
-    """(N, F) x (V, F) -> (N, V) kernel values, float32.
-
-    kernel_params = (gamma, coef0, degree). LINEAR adds `linear_c` (rho[0] in
-    linear mode), as onnxruntime's batched_kernel_dot does.
-    """
-    if kernel_type not in _KERNELS:
-        raise ValueError(f"unknown kernel_type '{kernel_type}', expected one of {_KERNELS}")
+def _kernel_spec(
+    kernel_type: str, params: Sequence[float] | None
+) -> tuple[int, float, float, float]:
+    """(kernel code, gamma, coef0, degree); kernel_params = (gamma, coef0, degree)."""
+    if kernel_type not in KERNELS:
+        raise ValueError(f"unknown kernel_type '{kernel_type}', expected one of {KERNELS}")
     gamma, coef0, degree = (*tuple(params or ()), 0.0, 0.0, 0.0)[:3]
-    x64 = x.astype(np.float64)
-    v64 = vectors.astype(np.float64)
-    if kernel_type == "RBF":
-        d2 = ((x64[:, None, :] - v64[None, :, :]) ** 2).sum(axis=2)
-        return np.exp(-gamma * d2).astype(np.float32)
-    dot = x64 @ v64.T
-    if kernel_type == "LINEAR":
-        return (dot + linear_c).astype(np.float32)
-    dot = gamma * dot + coef0
-    if kernel_type == "POLY":
-        return np.power(dot, degree).astype(np.float32)
-    return np.tanh(dot).astype(np.float32)
+    return KERNELS.index(kernel_type), float(gamma), float(coef0), float(degree)
 
 
-def _couple(r: np.ndarray) -> np.ndarray:
-    """Pairwise probabilities r (N, K, K) -> class probabilities (N, K), float32.
+@dataclass(frozen=True)
+class _Classifier:
+    """SVMClassifier attributes as arrays, built once per node."""
 
-    libsvm's multiclass_probability, vectorised over rows: each row iterates
-    until its own stopping test passes (at most 100 sweeps).
-    """
-    f = np.float32
-    n, k, _ = r.shape
-    q = np.zeros((n, k, k), dtype=np.float32)
-    for i in range(k):
-        for j in range(i):
-            q[:, i, i] += r[:, j, i] * r[:, j, i]
-            q[:, i, j] = q[:, j, i]
-        for j in range(i + 1, k):
-            q[:, i, i] += r[:, j, i] * r[:, j, i]
-            q[:, i, j] = -r[:, j, i] * r[:, i, j]
-    p = np.full((n, k), f(1) / f(k), dtype=np.float32)
-    qp = np.zeros((n, k), dtype=np.float32)
-    eps = f(0.005) / f(k)
-    active = np.ones(n, dtype=bool)
-    for _ in range(100):
-        pqp = np.zeros(n, dtype=np.float32)
-        for i in range(k):
-            acc = np.zeros(n, dtype=np.float32)
-            for j in range(k):
-                acc += q[:, i, j] * p[:, j]
-            qp[:, i] = np.where(active, acc, qp[:, i])
-            pqp += p[:, i] * qp[:, i]
-        err = np.abs(qp - pqp[:, None]).max(axis=1)
-        active &= ~(err < eps)
-        if not active.any():
-            break
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for i in range(k):
-                diff = (-qp[:, i] + pqp) / q[:, i, i]
-                diff = np.where(active, diff, f(0))
-                p[:, i] += diff
-                pqp = (
-                    (pqp + diff * (diff * q[:, i, i] + f(2) * qp[:, i]))
-                    / (f(1) + diff)
-                    / (f(1) + diff)
-                )
-                qp = (qp + diff[:, None] * q[:, i, :]) / (f(1) + diff)[:, None]
-                p = p / (f(1) + diff)[:, None]
-    return p
+    labels: np.ndarray
+    coef: np.ndarray  # flat float32 coefficients
+    coef_all_positive: bool
+    rho: np.ndarray  # float32
+    linear: bool  # liblinear: no support vectors, one coefficient row per class
+    weights: np.ndarray  # linear: (K, F) float64; SVC: (K-1, V) float64
+    vectors: np.ndarray  # SVC: (V, F) float64 support vectors
+    starts: np.ndarray  # SVC: (K+1,) int64 first vector of each class
+    prob_a: np.ndarray  # float32, empty without probabilities
+    prob_b: np.ndarray
 
 
-def _pair_scores(
-    kernels: np.ndarray, coef: np.ndarray, rho: np.ndarray, per_class: Sequence[int]
-) -> np.ndarray:
-    """One-vs-one decision values (N, K(K-1)/2) in libsvm's pair order (0,1), (0,2)..."""
-    k = len(per_class)
-    starts = np.concatenate([[0], np.cumsum(per_class)]).astype(np.int64)
-    out = []
-    idx = 0
-    for i in range(k - 1):
-        si, ei = starts[i], starts[i + 1]
-        for j in range(i + 1, k):
-            sj, ej = starts[j], starts[j + 1]
-            # class i's vectors use coefficient row j-1, class j's use row i
-            s = kernels[:, si:ei].astype(np.float64) @ coef[j - 1, si:ei].astype(np.float64)
-            s += kernels[:, sj:ej].astype(np.float64) @ coef[i, sj:ej].astype(np.float64)
-            out.append(s + rho[idx])
-            idx += 1
-    return np.stack(out, axis=1).astype(np.float32)
+def _classifier(
+    ints: Sequence[int] | None,
+    strings: Sequence[str] | None,
+    coefficients: Sequence[float] | None,
+    rho: Sequence[float] | None,
+    support_vectors: Sequence[float] | None,
+    vectors_per_class: Sequence[int] | None,
+    prob_a: Sequence[float] | None,
+    prob_b: Sequence[float] | None,
+) -> _Classifier:
+    labels = class_labels(ints, strings, "SVMClassifier")
+    k = labels.shape[0]
+    coef = np.asarray(coefficients or (), dtype=np.float32)
+    per_class = tuple(vectors_per_class or ())
+    n_vec = sum(per_class)
+    empty = np.zeros((0, 0))
+    a = np.asarray(prob_a or (), dtype=np.float32)
+    b = np.asarray(prob_b or (), dtype=np.float32) if a.size else np.zeros(0, np.float32)
+    rho_a = np.asarray(rho or (), dtype=np.float32)
+    common = dict(
+        labels=labels,
+        coef=coef,
+        coef_all_positive=bool((coef >= 0).all()),
+        rho=rho_a,
+        prob_a=a,
+        prob_b=b,
+    )
+    if n_vec == 0:
+        w = coef.reshape(k, -1).astype(np.float64)
+        return _Classifier(**common, linear=True, weights=w, vectors=empty, starts=empty)
+    if len(per_class) != k:
+        raise ValueError(
+            f"SVMClassifier: vectors_per_class has {len(per_class)} entries for {k} classes"
+        )
+    sv = np.asarray(support_vectors or (), dtype=np.float32).reshape(n_vec, -1)
+    return _Classifier(
+        **common,
+        linear=False,
+        weights=coef.reshape(k - 1, n_vec).astype(np.float64),
+        vectors=sv.astype(np.float64),
+        starts=np.concatenate([[0], np.cumsum(per_class)]).astype(np.int64),
+    )
 
 
 @op("SVMClassifier", since=1, domain=ML)
@@ -148,70 +123,50 @@ def svm_classifier(
     pair (SVC without probabilities; two columns [-s, s] for a binary model).
     """
     check_post_transform(post_transform, "SVMClassifier")
-    labels = class_labels(classlabels_ints, classlabels_strings, "SVMClassifier")
-    rows = as_rows(x, "SVMClassifier").astype(np.float32)
-    k = labels.shape[0]
-    coef = np.asarray(coefficients or (), dtype=np.float32)
-    rho_a = np.asarray(rho or (), dtype=np.float32)
-    per_class = tuple(vectors_per_class or ())
-    have_proba = bool(prob_a)
-    if sum(per_class) == 0:
-        # liblinear: one coefficient row per class, the LINEAR kernel plus rho[0].
-        w = coef.reshape(k, -1)
-        s = _kernel(rows, w, "LINEAR", None, float(rho_a[0]) if rho_a.size else 0.0)
+    m = memo(
+        _classifier,
+        classlabels_ints,
+        classlabels_strings,
+        coefficients,
+        rho,
+        support_vectors,
+        vectors_per_class,
+        prob_a,
+        prob_b,
+    )
+    rows = as_rows(x, "SVMClassifier")
+    k = m.labels.shape[0]
+    have_proba = m.prob_a.size > 0
+    if m.linear:
+        s = kernel_values(rows, m.weights, LINEAR, linear_c=float(m.rho[0]) if m.rho.size else 0.0)
         best = np.argmax(s, axis=1)
         weight = s[np.arange(s.shape[0]), best]
-        return _binary_or_multi(labels, best, weight, s, have_proba, coef, post_transform, None)
-    if len(per_class) != k:
-        raise ValueError(
-            f"SVMClassifier: vectors_per_class has {len(per_class)} entries for {k} classes"
-        )
-    n_vec = sum(per_class)
-    sv = np.asarray(support_vectors or (), dtype=np.float32).reshape(n_vec, -1)
-    kern = _kernel(rows, sv, kernel_type, kernel_params)
-    pairs = _pair_scores(kern, coef.reshape(k - 1, n_vec), rho_a, per_class)
-    votes = np.zeros((rows.shape[0], k), dtype=np.int64)
-    col = 0
-    for i in range(k - 1):
-        for j in range(i + 1, k):
-            win = pairs[:, col] > 0
-            votes[:, i] += win
-            votes[:, j] += ~win
-            col += 1
-    best = np.argmax(votes, axis=1)
+        return _binary_or_multi(m, best, weight, s, have_proba, post_transform, None)
+    kind, gamma, coef0, degree = memo(_kernel_spec, kernel_type, kernel_params)
+    kern = kernel_values(rows, m.vectors, kind, gamma, coef0, degree)
+    pairs, best, probs = svc_scores(
+        kern, m.weights, m.rho.astype(np.float64), m.starts, m.prob_a, m.prob_b
+    )
     weight = np.zeros(rows.shape[0], dtype=np.float32)
-    if have_proba:
-        a = np.asarray(prob_a, dtype=np.float32)
-        b = np.asarray(prob_b or (), dtype=np.float32)
-        r = np.zeros((rows.shape[0], k, k), dtype=np.float32)
-        col = 0
-        for i in range(k - 1):
-            for j in range(i + 1, k):
-                # Platt: P(i beats j) = 1 - logistic(s * A + B), clipped away from 0 and 1
-                p = np.float32(1) - logistic(pairs[:, col] * a[col] + b[col])
-                p = np.clip(p, np.float32(1e-7), np.float32(1 - 1e-7))
-                r[:, i, j] = p
-                r[:, j, i] = np.float32(1) - p
-                col += 1
-        return _binary_or_multi(labels, best, weight, _couple(r), True, coef, post_transform, None)
+    if probs is not None:
+        return _binary_or_multi(m, best, weight, probs, True, post_transform, None)
     second = (2 if post_transform == "NONE" else 0) if k <= 2 else None
-    return _binary_or_multi(labels, best, weight, pairs, False, coef, post_transform, second)
+    return _binary_or_multi(m, best, weight, pairs, False, post_transform, second)
 
 
 def _binary_or_multi(
-    labels: np.ndarray,
+    m: _Classifier,
     best: np.ndarray,
     weight: np.ndarray,
     scores: np.ndarray,
     have_proba: bool,
-    coef: np.ndarray,
     post_transform: str,
     second: int | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """onnxruntime's ChooseClass for two classes, argmax label otherwise; then scores."""
+    labels = m.labels
     if labels.shape[0] == 2 and not have_proba:
-        all_pos = bool((coef >= 0).all())
-        pick_pos = (weight >= 0.5) if all_pos else (weight > 0)
+        pick_pos = (weight >= 0.5) if m.coef_all_positive else (weight > 0)
         lab = np.where(pick_pos, labels[1], labels[best])
     else:
         lab = labels[best]
@@ -242,16 +197,27 @@ def svm_regressor(
     applied to the single score except PROBIT.
     """
     check_post_transform(post_transform, "SVMRegressor")
-    rows = as_rows(x, "SVMRegressor").astype(np.float32)
-    coef = np.asarray(coefficients or (), dtype=np.float32)
+    coef, vectors = memo(_regressor, coefficients, support_vectors, n_supports)
     r0 = float(np.float32(rho[0])) if rho else 0.0
+    rows = as_rows(x, "SVMRegressor")
     if n_supports > 0:
-        sv = np.asarray(support_vectors or (), dtype=np.float32).reshape(n_supports, -1)
-        kern = _kernel(rows, sv, kernel_type, kernel_params)
-        s = (kern.astype(np.float64) @ coef.astype(np.float64) + r0).astype(np.float32)
+        kind, gamma, coef0, degree = memo(_kernel_spec, kernel_type, kernel_params)
+        kern = kernel_values(rows, vectors, kind, gamma, coef0, degree)
+        s = (kern.astype(np.float64) @ coef + r0).astype(np.float32)
     else:
-        s = _kernel(rows, coef.reshape(1, -1), "LINEAR", None, r0)[:, 0]
+        s = kernel_values(rows, coef.reshape(1, -1), LINEAR, linear_c=r0)[:, 0]
     s = s.reshape(-1, 1)
     if one_class:
         s = np.where(s > 0, np.float32(1), np.float32(-1))
     return probit(s) if post_transform == "PROBIT" else s
+
+
+def _regressor(
+    coefficients: Sequence[float] | None, support_vectors: Sequence[float] | None, n_supports: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(coefficients float64 of the float32 values, (n_supports, F) float64 vectors)."""
+    coef = np.asarray(coefficients or (), dtype=np.float32).astype(np.float64)
+    if n_supports <= 0:
+        return coef, np.zeros((0, 0))
+    sv = np.asarray(support_vectors or (), dtype=np.float32).reshape(n_supports, -1)
+    return coef, sv.astype(np.float64)

@@ -7,11 +7,12 @@ kernels/trees.py; ml_tree_scores turns the summed leaf weights into outputs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
 import numpy as np
 
-from onnxexec.kernels.trees import AVERAGE, MAX, MIN, SUM, predict_forest
+from onnxexec.kernels.trees import AVERAGE, MAX, MIN, SUM, Forest, predict_forest
 from onnxexec.ops.ml_common import (
     as_rows,
     check_post_transform,
@@ -29,31 +30,15 @@ _AGGREGATES: Final = {"AVERAGE": AVERAGE, "SUM": SUM, "MIN": MIN, "MAX": MAX}
 _V5_POST: Final = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")
 
 
-def _regressor(
-    x: np.ndarray,
-    *,
-    aggregate_function: str,
-    base_values: np.ndarray | None,
-    n_targets: int | None,
-    nodes: tuple,
-    targets: tuple,
-    post_transform: str,
-) -> np.ndarray:
-    check_post_transform(post_transform, "TreeEnsembleRegressor")
-    if aggregate_function not in _AGGREGATES:
-        raise ValueError(
-            f"TreeEnsembleRegressor: unknown aggregate_function '{aggregate_function}'"
-        )
-    if n_targets is None:
-        raise ValueError("TreeEnsembleRegressor: n_targets is required")
-    forest = cached_forest(forest_from_ids, *nodes, *targets, n_targets)
-    return regression_scores(
-        as_rows(x, "TreeEnsembleRegressor"),
-        forest,
-        _AGGREGATES[aggregate_function],
-        base_values,
-        post_transform,
-    )
+def _regressor_model(
+    base_values: Sequence[float] | None,
+    base_values_as_tensor: np.ndarray | None,
+    n_targets: int,
+    *nodes_and_targets: Any,
+) -> tuple[Forest, np.ndarray | None]:
+    """(forest, base values) of a TreeEnsembleRegressor node, built once."""
+    forest = forest_from_ids(*nodes_and_targets, n_targets)
+    return forest, floats_or_tensor(base_values, base_values_as_tensor)
 
 
 @op("TreeEnsembleRegressor", since=3, domain=ML)
@@ -83,27 +68,34 @@ def tree_ensemble_regressor(
     target_weights_as_tensor: np.ndarray | None = None,
 ) -> np.ndarray:
     """(N, F) -> (N, n_targets) float32; *_as_tensor attributes take precedence."""
-    values = nodes_values_as_tensor if nodes_values_as_tensor is not None else nodes_values
-    weights = target_weights_as_tensor if target_weights_as_tensor is not None else target_weights
-    nodes = (
+    check_post_transform(post_transform, "TreeEnsembleRegressor")
+    aggregate = _AGGREGATES.get(aggregate_function)
+    if aggregate is None:
+        raise ValueError(
+            f"TreeEnsembleRegressor: unknown aggregate_function '{aggregate_function}'"
+        )
+    if n_targets is None:
+        raise ValueError("TreeEnsembleRegressor: n_targets is required")
+    forest, base = cached_forest(
+        _regressor_model,
+        base_values,
+        base_values_as_tensor,
+        n_targets,
         nodes_treeids,
         nodes_nodeids,
         nodes_featureids,
         nodes_modes,
-        values,
+        nodes_values_as_tensor if nodes_values_as_tensor is not None else nodes_values,
         nodes_truenodeids,
         nodes_falsenodeids,
         nodes_missing_value_tracks_true,
+        target_treeids,
+        target_nodeids,
+        target_ids,
+        target_weights_as_tensor if target_weights_as_tensor is not None else target_weights,
     )
-    targets = (target_treeids, target_nodeids, target_ids, weights)
-    return _regressor(
-        x,
-        aggregate_function=aggregate_function,
-        base_values=floats_or_tensor(base_values, base_values_as_tensor),
-        n_targets=n_targets,
-        nodes=nodes,
-        targets=targets,
-        post_transform=post_transform,
+    return regression_scores(
+        as_rows(x, "TreeEnsembleRegressor"), forest, aggregate, base, post_transform
     )
 
 
@@ -152,24 +144,31 @@ def tree_ensemble_regressor_v1(
     )
 
 
-def _classifier(
-    x: np.ndarray,
-    *,
-    base_values: np.ndarray | None,
-    nodes: tuple,
-    classes: tuple,
-    labels: np.ndarray,
-    post_transform: str,
-) -> tuple[np.ndarray, np.ndarray]:
-    check_post_transform(post_transform, "TreeEnsembleClassifier")
+@dataclass(frozen=True)
+class _ClassifierModel:
+    forest: Forest
+    base: np.ndarray | None
+    labels: np.ndarray
+    binary_case: bool  # two labels scored by one weight column
+    all_positive: bool  # every class weight >= 0
+
+
+def _classifier_model(
+    base_values: Sequence[float] | None,
+    base_values_as_tensor: np.ndarray | None,
+    classlabels_int64s: Sequence[int] | None,
+    classlabels_strings: Sequence[str] | None,
+    *nodes_and_classes: Any,
+) -> _ClassifierModel:
+    labels = class_labels(classlabels_int64s, classlabels_strings, "TreeEnsembleClassifier")
     n_classes = labels.shape[0]
-    forest = cached_forest(forest_from_ids, *nodes, *classes, n_classes)
-    scores, has = predict_forest(forest, as_rows(x, "TreeEnsembleClassifier"), SUM)
-    class_ids, weights = classes[2], classes[3]
-    binary_case = n_classes == 2 and len(set(class_ids)) == 1
-    all_positive = bool((np.asarray(weights, dtype=np.float64) >= 0).all())
-    return classification_scores(
-        scores, has, base_values, labels, binary_case, all_positive, post_transform
+    class_ids, weights = nodes_and_classes[-2], nodes_and_classes[-1]
+    return _ClassifierModel(
+        forest=forest_from_ids(*nodes_and_classes, n_classes),
+        base=floats_or_tensor(base_values, base_values_as_tensor),
+        labels=labels,
+        binary_case=n_classes == 2 and len(set(class_ids)) == 1,
+        all_positive=bool((np.asarray(weights, dtype=np.float64) >= 0).all()),
     )
 
 
@@ -200,27 +199,29 @@ def tree_ensemble_classifier(
     post_transform: str = "NONE",
 ) -> tuple[np.ndarray, np.ndarray]:
     """(N, F) -> labels (N,) int64|string, scores (N, n_classes) float32."""
-    values = nodes_values_as_tensor if nodes_values_as_tensor is not None else nodes_values
-    weights = class_weights_as_tensor if class_weights_as_tensor is not None else class_weights
-    nodes = (
+    check_post_transform(post_transform, "TreeEnsembleClassifier")
+    m = cached_forest(
+        _classifier_model,
+        base_values,
+        base_values_as_tensor,
+        classlabels_int64s,
+        classlabels_strings,
         nodes_treeids,
         nodes_nodeids,
         nodes_featureids,
         nodes_modes,
-        values,
+        nodes_values_as_tensor if nodes_values_as_tensor is not None else nodes_values,
         nodes_truenodeids,
         nodes_falsenodeids,
         nodes_missing_value_tracks_true,
+        class_treeids,
+        class_nodeids,
+        class_ids,
+        class_weights_as_tensor if class_weights_as_tensor is not None else class_weights,
     )
-    classes = (class_treeids, class_nodeids, class_ids, weights)
-    labels = class_labels(classlabels_int64s, classlabels_strings, "TreeEnsembleClassifier")
-    return _classifier(
-        x,
-        base_values=floats_or_tensor(base_values, base_values_as_tensor),
-        nodes=nodes,
-        classes=classes,
-        labels=labels,
-        post_transform=post_transform,
+    scores, has = predict_forest(m.forest, as_rows(x, "TreeEnsembleClassifier"), SUM)
+    return classification_scores(
+        scores, has, m.base, m.labels, m.binary_case, m.all_positive, post_transform
     )
 
 

@@ -1,18 +1,19 @@
 """Flatten tree-ensemble attributes into a kernels.trees.Forest, once per model.
 
-Handlers call `cached_forest(build, *attrs)`: the plan binds the same attribute
-objects to every run, so a cache keyed on their identities makes flattening a
-first-call cost. Entries keep their attribute objects alive, so ids stay unique.
+Handlers call `cached_forest(build, *attrs)` (ml_common.memo): the plan binds the
+same attribute objects to every run, so a cache keyed on their identities makes
+flattening a first-call cost.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 
 from onnxexec.kernels.trees import LEAF, MEMBER, Forest
+from onnxexec.ops.ml_common import memo
 
 _MODES: Final = {
     "BRANCH_LEQ": 0,
@@ -24,21 +25,8 @@ _MODES: Final = {
     "BRANCH_MEMBER": MEMBER,
     "LEAF": LEAF,
 }
-_CACHE_SIZE: Final = 32
-_cache: dict[tuple[int, ...], tuple[tuple[Any, ...], Any]] = {}
-
-
-def cached_forest(build: Callable[..., Any], *attrs: Any) -> Any:
-    """build(*attrs), memoised on the identity of every attribute object."""
-    key = (id(build), *(id(a) for a in attrs))
-    hit = _cache.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], attrs, strict=True)):
-        return hit[1]
-    value = build(*attrs)
-    if len(_cache) >= _CACHE_SIZE:
-        _cache.pop(next(iter(_cache)))
-    _cache[key] = (attrs, value)
-    return value
+# Forests are memoised on the identity of their attribute objects (see ml_common.memo).
+cached_forest = memo
 
 
 def _i64(v: Sequence[int] | np.ndarray | None, n: int | None = None) -> np.ndarray:
