@@ -109,9 +109,9 @@ def onnx_dtype(dtype: np.dtype | type) -> int:
     """ONNX TensorProto.DataType value of a numpy dtype."""
     dt = np.dtype(dtype)
     if dt.kind in "US":
-        return TensorProto.STRING
+        return int(TensorProto.STRING)
     try:
-        return _ONNX[dt]
+        return int(_ONNX[dt])  # a plain int, as onnx's own enum values are
     except KeyError:
         raise ValueError(f"numpy dtype {dt} has no ONNX element type") from None
 
@@ -120,4 +120,7 @@ def type_name(elem_type: int) -> str:
     """Element type as onnxruntime prints it: 'float', 'int64', 'float8e4m3fn'."""
     if elem_type in _NAMES:
         return _NAMES[elem_type]
-    return TensorProto.DataType.Name(elem_type).lower()
+    try:
+        return TensorProto(elem_type).name.lower()
+    except ValueError:
+        raise ValueError(f"unknown ONNX element type {elem_type}") from None

@@ -130,7 +130,10 @@ def _enum(to: int | str | bytes) -> int:
     if isinstance(to, bytes):
         to = to.decode()
     if isinstance(to, str):
-        return TensorProto.DataType.Value(to.upper())
+        try:
+            return TensorProto[to.upper()].value
+        except KeyError:
+            raise ValueError(f"Cast: unknown element type name '{to}'") from None
     return int(to)
 
 
@@ -159,7 +162,7 @@ def cast_v24(x: np.ndarray, *, to: int, saturate: int = 1, round_mode: str = "up
 
 
 def _like(target: np.ndarray) -> int:
-    return TensorProto.STRING if target.dtype.kind in "OUS" else onnx_dtype(target.dtype)
+    return int(TensorProto.STRING) if target.dtype.kind in "OUS" else onnx_dtype(target.dtype)
 
 
 @op("CastLike", since=15)

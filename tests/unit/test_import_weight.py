@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import onnx
 
 from onnxexec.ir.dtypes import TensorProto
@@ -34,3 +35,12 @@ def test_lazy_top_level_names_still_resolve() -> None:
 
     for name in onnxexec.runtime.__all__:
         assert getattr(onnxexec, name) is getattr(onnxexec.runtime, name)
+
+
+def test_type_names_and_cast_v1_names() -> None:
+    from onnxexec.ir.dtypes import type_name
+    from onnxexec.ops.cast import cast_v1
+
+    assert type_name(onnx.TensorProto.FLOAT8E4M3FN) == "float8e4m3fn"
+    assert type_name(onnx.TensorProto.INT64) == "int64"
+    assert cast_v1(np.array([1.5], np.float32), to="DOUBLE").dtype == np.float64
