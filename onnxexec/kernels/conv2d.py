@@ -2,15 +2,18 @@
 
 - 1x1, stride 1, no padding: one matrix product W (M, C) @ X (C, H*W) per image and
   group, split over output columns (or channels) across threads.
-- depthwise (one input channel per group): direct accumulation, one output plane per
-  work item; the tap loop runs along output columns (contiguous loads at stride 1,
-  so it vectorizes), padding handled by clipping each tap's column range.
+- depthwise (one input channel per group): kernels/depthwise.py's direct kernel.
+- stride 1 with output rows of >= _WIDE_MIN_OW: im2col at the padded width (one
+  contiguous copy per column-matrix row), junk columns dropped after the sgemm.
 - anything else: im2col in tiles of whole output rows (each tile's column matrix
-  stays around 2 MiB, in cache) and one sgemm per tile into the output's columns;
-  tiles are split across threads, each building its own column matrix.
+  stays around 2 MiB) and one sgemm per tile into the output's columns; tiles are
+  split across threads, each building its own column matrix. When there are fewer
+  output pixels than channels (deep layers) the column matrix is built once and the
+  threads split the output channels instead, so no thread repacks the whole weight.
 
-Every path finishes the output with the epilogue (bias per channel + activation)
-while the tile is hot. References: onnxexec.ops.conv.conv_nd (the unfused op).
+Every path finishes the output with the epilogue (bias per channel + residual +
+activation) while the tile is hot. References: onnxexec.ops.conv.conv_nd (the unfused
+op); tests/unit/kernels/test_conv2d.py.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from onnxexec.kernels.parallel import num_threads, parallel_for
 f32 = np.float32
 _TILE_ELEMS = 1 << 19  # floats per im2col tile (2 MiB)
 _NO_BIAS = np.zeros(1, dtype=np.float32)
+_PARALLEL_MACS = 1 << 18  # smaller convs stay on one thread (a wake-up costs ~10-40 us)
 _NO_Z = np.zeros((1, 1), dtype=np.float32)
-_BLOCK = 1024  # output elements per depthwise tile (4 KiB)
+_WIDE_MIN_OW = 16  # narrower outputs: the junk columns of the wide path cost more than im2col
 
 
 @nb.njit(inline="always", cache=True)
@@ -157,7 +161,7 @@ def conv2d(
         return out
     geo = Geo(kh, kw, sh, sw, pads[0], pads[1], dilations[0], dilations[1], ow)
     for i in range(n):
-        xp = _padded(x[i], geo, oh) if geo.sh == geo.sw == 1 else None
+        xp = _padded(x[i], geo, oh) if geo.sh == geo.sw == 1 and ow >= _WIDE_MIN_OW else None
         for g in range(group):
             sl = slice(g * mg, (g + 1) * mg)
             y = out[i, sl].reshape(mg, oh * ow)
@@ -239,7 +243,7 @@ def _pointwise(
     )
     bb = _NO_BIAS if bias is None else bias
     zz = _NO_Z if z is None else z
-    if num_threads() == 1 or mg * p * wm.shape[1] < (1 << 18):
+    if num_threads() == 1 or mg * p * wm.shape[1] < _PARALLEL_MACS:
         np.matmul(wm, xm, out=y)
         if has_epi:
             _epilogue(y, 0, p, bb, has_b, True, zz, has_z, act, alpha, beta)
@@ -266,10 +270,11 @@ def _pointwise(
         parallel_for(rows, mg, min_chunk=4)
 
 
-def _tiles(ck: int, width: int, oh: int) -> int:
-    """Output rows per im2col tile: a column matrix of about _TILE_ELEMS floats."""
+def _tiles(ck: int, width: int, oh: int, mg: int) -> int:
+    """Output rows per im2col tile: a column matrix of about _TILE_ELEMS floats, and
+    at least two tiles per thread when the conv is worth splitting."""
     rows = max(1, min(oh, _TILE_ELEMS // max(ck * width, 1)))
-    if num_threads() > 1:
+    if num_threads() > 1 and mg * ck * oh * width >= _PARALLEL_MACS:
         rows = min(rows, -(-oh // (2 * num_threads())))
     return max(rows, 1)
 
@@ -293,7 +298,7 @@ def _wide_gemm(
     wp = xp.shape[2]
     ow = geo.ow
     oh = y.shape[1] // ow
-    rows_per_tile = _tiles(ck, wp, oh)
+    rows_per_tile = _tiles(ck, wp, oh, wm.shape[0])
     tiles = -(-oh // rows_per_tile)
     has_b, has_z = ep.bias is not None, ep.z is not None
     bias = _NO_BIAS if ep.bias is None else ep.bias
@@ -322,7 +327,23 @@ def _im2col_gemm(
     ck = wm.shape[1]
     ow = geo.ow
     oh = y.shape[1] // ow
-    rows_per_tile = _tiles(ck, ow, oh)
+    mg, p = y.shape
+    if num_threads() > 1 and p < mg and mg * ck * p >= _PARALLEL_MACS:
+        # few pixels, many channels (deep layers): tiles by rows would each repack the
+        # whole weight matrix, so build the column matrix once and split the channels
+        cols = np.empty((ck, p), dtype=np.float32)
+        _im2col_rows(
+            xi, c0, c1, geo.kh, geo.kw, geo.sh, geo.sw, geo.ph, geo.pw, geo.dh, geo.dw,
+            ow, 0, oh, cols,
+        )  # fmt: skip
+
+        def chans(a: int, b: int) -> None:
+            np.matmul(wm[a:b], cols, out=y[a:b])
+            ep.apply(y, 0, p, slice(a, b))
+
+        parallel_for(chans, mg, min_chunk=16)
+        return
+    rows_per_tile = _tiles(ck, ow, oh, mg)
     tiles = -(-oh // rows_per_tile)
 
     def run(t0: int, t1: int) -> None:
@@ -331,22 +352,9 @@ def _im2col_gemm(
             i0, i1 = t * rows_per_tile, min((t + 1) * rows_per_tile, oh)
             cm = cols[:, : (i1 - i0) * ow]
             _im2col_rows(
-                xi,
-                c0,
-                c1,
-                geo.kh,
-                geo.kw,
-                geo.sh,
-                geo.sw,
-                geo.ph,
-                geo.pw,
-                geo.dh,
-                geo.dw,
-                ow,
-                i0,
-                i1,
-                cm,
-            )
+                xi, c0, c1, geo.kh, geo.kw, geo.sh, geo.sw, geo.ph, geo.pw, geo.dh, geo.dw,
+                ow, i0, i1, cm,
+            )  # fmt: skip
             np.matmul(wm, cm, out=y[:, i0 * ow : i1 * ow])
             ep.apply(y, i0 * ow, i1 * ow)
 
