@@ -30,10 +30,26 @@ def quantize_act(x):
     xst[:, 0] = half(d) (the Q8 scale), xst[:, 1] = half(d * sum q) (Q8_1's s),
     xst[:, 2] = sum q (exact). Serial: called at the start of each matvec kernel.
     """
+    xq = np.empty(x.shape, np.int16)
+    xst = np.empty((x.shape[0], 3, x.shape[1] // QK), np.float32)
+    quantize_act_into(x, xq, xst)
+    return xq, xst
+
+
+@nb.njit(cache=True, nogil=True)
+def quantize_act8(x):
+    """quantize_act with the values as int8 (T, K), the width of the AVX2 kernels."""
+    xq = np.empty(x.shape, np.int8)
+    xst = np.empty((x.shape[0], 3, x.shape[1] // QK), np.float32)
+    quantize_act_into(x, xq, xst)
+    return xq, xst
+
+
+@nb.njit(cache=True, nogil=True)
+def quantize_act_into(x, xq, xst):
+    """quantize_act of x (T, K) into xq (T, K) (int8 or int16) and xst (T, 3, K/32)."""
     T, K = x.shape
     n_blocks = K // QK
-    xq = np.empty((T, K), np.int16)
-    xst = np.empty((T, 3, n_blocks), np.float32)
     for t in range(T):
         for b in range(n_blocks):
             o = b * QK
@@ -51,10 +67,9 @@ def quantize_act(x):
                     v = np.float32(-127.0)
                 elif v > 127.0:
                     v = np.float32(127.0)
-                iv = np.int16(v)
+                iv = np.int64(v)
                 xq[t, o + j] = iv
-                total += np.int64(iv)
+                total += iv
             xst[t, 0, b] = round_to_f16(d)
             xst[t, 1, b] = round_to_f16(d * np.float32(total))
             xst[t, 2, b] = np.float32(total)
-    return xq, xst

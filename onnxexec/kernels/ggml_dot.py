@@ -27,9 +27,11 @@ from typing import Final
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels import ggml_simd
 from onnxexec.kernels import qtypes as q
 from onnxexec.kernels.fp16 import f16_to_f32
 from onnxexec.kernels.ggml_math import fma32
+from onnxexec.kernels.lanes import pick
 
 # ggml type -> (kind for the kernel, bytes per block)
 BLOCK_TYPES: Final = {
@@ -116,7 +118,47 @@ def ggml_dot(
     out: np.ndarray,
 ) -> np.ndarray:
     """out (T, N) float32 = llama.cpp's dot products of the weight rows (GGUF bytes
-    `raw`, `row_bytes` per row) with quantize_act's (xq, xst)."""
-    kind, bsize = BLOCK_TYPES[int(ggml_type)]
+    `raw`, `row_bytes` per row) with quantize_act's (xq, xst). Q4_1 and Q8_0 run
+    ggml_simd's AVX2 kernels where the host has them (same bits)."""
+    t = int(ggml_type)
+    if ggml_simd.AVAILABLE and t in ggml_simd.KINDS and out.flags.c_contiguous:
+        x8 = np.ascontiguousarray(xq, dtype=np.int8)  # values fit: |q| <= 127
+        simd_dot(raw, row_bytes, t, x8, np.ascontiguousarray(xst), out)
+        return out
+    kind, bsize = BLOCK_TYPES[t]
     dot_blocks(raw, row_bytes, kind, bsize, xq, xst, out)
+    return out
+
+
+SIMD_TYPES: Final = frozenset(ggml_simd.KINDS) if ggml_simd.AVAILABLE else frozenset()
+
+
+def simd_dot(
+    raw: np.ndarray,
+    row_bytes: int,
+    ggml_type: int,
+    x8: np.ndarray,
+    xst: np.ndarray,
+    out: np.ndarray,
+) -> np.ndarray:
+    """ggml_simd's kernel for a type in SIMD_TYPES: x8 (T, K) int8 and xst from
+    actquant.quantize_act8, out (T, N) float32 C-contiguous."""
+    return simd_dot_many([(raw, row_bytes, ggml_type)], x8, xst, out)
+
+
+def simd_dot_many(
+    ws: list[tuple[np.ndarray, int, int]], x8: np.ndarray, xst: np.ndarray, out: np.ndarray
+) -> np.ndarray:
+    """out (T, sum N_i) = [W_1 . x | W_2 . x | ...] for weights (GGUF bytes, row bytes,
+    ggml type in SIMD_TYPES) of one row length, in one call: the thread pool is woken
+    once (when the products are large enough, lanes.pick)."""
+    raws = tuple(w[0] for w in ws)
+    rbs = tuple(int(w[1]) for w in ws)
+    kinds = tuple(ggml_simd.KINDS[int(w[2])] for w in ws)
+    col0s, c = [], 0
+    for raw, rb in zip(raws, rbs, strict=True):
+        col0s.append(c)
+        c += raw.shape[0] // rb
+    kern, n_chunks = pick(ggml_simd.DOT_MANY, x8.shape[0] * c * x8.shape[1])
+    kern(raws, rbs, kinds, tuple(col0s), x8, xst, out, n_chunks)
     return out

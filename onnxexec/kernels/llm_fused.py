@@ -23,7 +23,7 @@ from typing import Final
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels.actquant import quantize_act
+from onnxexec.kernels.actquant import quantize_act, quantize_act8
 from onnxexec.kernels.ggml_math import (
     _LN2_HI,
     _LN2_LO,
@@ -111,9 +111,29 @@ def norm_quant(x, w, eps, h):
 
 
 @nb.njit(cache=True, nogil=True)
+def norm_quant8(x, w, eps, h):
+    """norm_quant with int8 values (actquant.quantize_act8)."""
+    _rms_rows(x, w, eps, h)
+    return quantize_act8(h)
+
+
+@nb.njit(cache=True, nogil=True)
 def swiglu_quant(g, u, f):
     """f = silu(g) * u, all (T, F) f32, as ggml_math.silu_mul rounds it; returns
     quantize_act(f)."""
+    _swiglu_rows(g, u, f)
+    return quantize_act(f)
+
+
+@nb.njit(cache=True, nogil=True)
+def swiglu_quant8(g, u, f):
+    """swiglu_quant with int8 values (actquant.quantize_act8)."""
+    _swiglu_rows(g, u, f)
+    return quantize_act8(f)
+
+
+@nb.njit(cache=True, nogil=True)
+def _swiglu_rows(g, u, f):
     T, F = f.shape
     neg = np.empty(F, np.float32)
     e = np.empty(F, np.float32)
@@ -123,7 +143,6 @@ def swiglu_quant(g, u, f):
         expf_into(neg, e)
         for i in range(F):
             f[t, i] = np.float32(g[t, i] / (np.float32(1.0) + e[i])) * u[t, i]
-    return quantize_act(f)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")

@@ -36,13 +36,17 @@ from onnxexec.kernels import ggml_matmul as ggml_matmul_module
 from onnxexec.kernels import qtypes as q
 from onnxexec.kernels.actquant import quantize_act
 from onnxexec.kernels.dequant import SUPPORTED_TYPES, block_geometry, dequantize, dequantize_into
+from onnxexec.kernels.ggml_dot import SIMD_TYPES
+from onnxexec.kernels.ggml_dot_k import TILED_MIN_T, quantize_q8_k
 from onnxexec.kernels.ggml_matmul import RAW_TYPES as GGML_RAW_TYPES
 from onnxexec.kernels.ggml_matmul import ROUTED_TYPES as GGML_ROUTED_TYPES
 from onnxexec.kernels.ggml_matmul import ggml_matmul
 from onnxexec.kernels.lanes import LANES, pick
+from onnxexec.kernels.qgemm_exact import GEMM_MIN_T, gemm_exact
+from onnxexec.kernels.qgemm_exact_k import q4k_gemm_tiles, q6k_gemm_tiles
 from onnxexec.kernels.qlayout import nib_layout, q6_k_layout, q8_0_layout
 from onnxexec.kernels.qmv_exact import EXACT_KERNELS
-from onnxexec.kernels.qmv_exact_k import K_EXACT_TYPES, lanes_ok, qmatmul_k_exact
+from onnxexec.kernels.qmv_exact_k import K_EXACT_TYPES, QMV_Q4K_EXACT, lanes_ok, qmatmul_k_exact
 from onnxexec.kernels.qmv_nib import DEQ_NIB_PANEL, DEQ_NIB_ROWS, QMV_NIB
 from onnxexec.kernels.qmv_q8 import (
     DEQ_Q6K_PANEL,
@@ -111,7 +115,7 @@ def prepare_weight(raw: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> Q
         release_pages(flat)
         return w
     # -- llama.cpp-order kernels (F4, ggml_matmul.py): these types keep their GGUF bytes
-    if t in GGML_RAW_TYPES:
+    if t in GGML_RAW_TYPES or t in SIMD_TYPES:  # SIMD_TYPES: ggml_simd's AVX2 kernels
         return QWeight(t, shp, "raw", {"raw": flat, "row_bytes": k // block * size})
     # -- end F4
     if t in _NIB_TYPES or t == q.Q8_0 or t == q.Q6_K:
@@ -205,21 +209,41 @@ def qmatmul(
         and w.args
         and (mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T))
     ):
+        if t_rows >= max(GEMM_MIN_T, TILED_MIN_T):  # Q6_K's tiled order from 8 rows
+            return _k_tiles(x, w, out)
         return qmatmul_k_exact(x, w.args, w.ggml_type, out)
     # -- llama.cpp-order kernels (F4): mode "int8" means llama.cpp's numerics
-    if w.ggml_type in GGML_ROUTED_TYPES and (
+    if (w.ggml_type in GGML_ROUTED_TYPES or (w.layout == "raw" and w.ggml_type in SIMD_TYPES)) and (
         mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)
     ):
         return ggml_matmul(x, w, out)
     # -- end F4
     if w.args and (mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)):
         xq, xst = quantize_act(x)
-        kern, n_chunks = pick(int8_kernels(w), t_rows * n * k)
-        kern(*w.args, xq, xst, out, n_chunks)
+        qmatmul_q(xq, xst, w, out)
     elif w.layout == "f32":
         np.matmul(x, w.arrays["w"].T, out=out)
     else:
         _float_matmul(x, w, out)
+    return out
+
+
+def _k_tiles(x: np.ndarray, w: QWeight, out: np.ndarray) -> np.ndarray:
+    """qmatmul_k_exact's result (llama.cpp's order) for GEMM_MIN_T rows or more, from
+    qgemm_exact_k's tiled kernels: Q4_K rows in whole groups of 4 take the gemm order,
+    the last T % 4 rows qmv_exact_k's (gemv order); Q6_K rows the tiled order."""
+    t_rows = x.shape[0]
+    if w.ggml_type == q.Q6_K:
+        xq, xd, _ = quantize_q8_k(x, 0)
+        q6k_gemm_tiles(w.args, xq, xd, out)
+        return out
+    rows4 = t_rows - t_rows % 4
+    xq, xd, bsums = quantize_q8_k(x, rows4)
+    q4k_gemm_tiles(w.args, xq[:rows4], xd[:rows4], bsums[:rows4], out[:rows4])
+    if rows4 < t_rows:
+        QMV_Q4K_EXACT[1](
+            *w.args, xq[rows4:].astype(np.int16), xd[rows4:], bsums[rows4:], 0, out[rows4:], 1
+        )
     return out
 
 
@@ -247,6 +271,9 @@ def qmatmul_q(xq: np.ndarray, xst: np.ndarray, w: QWeight, out: np.ndarray) -> n
     """The int8 path of qmatmul from already quantized activations (quantize_act(x)):
     out (T, N) f32, C-contiguous, equals qmatmul(x, w, mode="int8") bit for bit."""
     n, k = w.shape
+    if xq.shape[0] >= GEMM_MIN_T and w.ggml_type in EXACT_KERNELS and w.layout != "raw":
+        gemm_exact(w.args, w.layout, xq, xst, out)  # same bits, tiled over activation rows
+        return out
     kern, n_chunks = pick(int8_kernels(w), xq.shape[0] * n * k)
     kern(*w.args, xq, xst, out, n_chunks)
     return out

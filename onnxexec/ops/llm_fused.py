@@ -21,10 +21,18 @@ from typing import Any, Final
 
 import numpy as np
 
-from onnxexec.kernels.actquant import quantize_act
+from onnxexec.kernels.actquant import quantize_act, quantize_act8
 from onnxexec.kernels.attention import ggml_n_kv
-from onnxexec.kernels.llm_fused import ATTEND_ONE, norm_quant, rope_store_one, swiglu_quant
-from onnxexec.kernels.qmatmul import QWeight, int8_path, qmatmul_q
+from onnxexec.kernels.ggml_dot import SIMD_TYPES, simd_dot_many
+from onnxexec.kernels.llm_fused import (
+    ATTEND_ONE,
+    norm_quant,
+    norm_quant8,
+    rope_store_one,
+    swiglu_quant,
+    swiglu_quant8,
+)
+from onnxexec.kernels.qmatmul import BLAS_MIN_T, QWeight, int8_path, qmatmul_q
 from onnxexec.ops.llm import gated_act, kv_attention_op, q_matmul, rms_norm, rope
 from onnxexec.ops.registry import op
 
@@ -34,6 +42,51 @@ PAR_MIN_ATTN: Final = 1 << 17  # query width x cells from which heads run in par
 
 def _all_int8(ws: tuple[Any, ...], t_rows: int, mode: str) -> bool:
     return all(isinstance(w, QWeight) and int8_path(w, t_rows, mode) for w in ws)
+
+
+def _all_simd(ws: tuple[Any, ...], t_rows: int, mode: str) -> bool:
+    """Every weight is GGUF bytes of a ggml_simd type (what qmatmul hands to ggml_dot's
+    AVX2 kernels in its int8 mode), one row length."""
+    if not (mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)):
+        return False
+    return all(
+        isinstance(w, QWeight)
+        and w.layout == "raw"
+        and w.ggml_type in SIMD_TYPES
+        and w.shape[1] == ws[0].shape[1]
+        for w in ws
+    )
+
+
+def _simd_products(x8: np.ndarray, xst: np.ndarray, ws: tuple[Any, ...]) -> np.ndarray:
+    """[x @ w^T for w in ws] side by side, (T, sum N) f32, from quantize_act8(x)."""
+    y = np.empty((x8.shape[0], sum(w.shape[0] for w in ws)), np.float32)
+    return simd_dot_many(
+        [(w.arrays["raw"], w.arrays["row_bytes"], w.ggml_type) for w in ws], x8, xst, y
+    )
+
+
+def _project(
+    x: np.ndarray, norm_w: np.ndarray, eps: float, ws: tuple[Any, ...], mode: str
+) -> tuple[list[np.ndarray], np.ndarray | None, tuple[int, ...]]:
+    """h = RMSNorm(x) * norm_w, then [h @ w^T for w in ws] (views), with the 2-D array
+    they are column slices of and their column offsets (or None, ())."""
+    t_rows = x.shape[0]
+    if _all_simd(ws, t_rows, mode):
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        h = np.empty_like(x)
+        y = _simd_products(*norm_quant8(x, norm_w, np.float32(eps), h), ws)
+        offs, c = [], 0
+        for w in ws:
+            offs.append(c)
+            c += w.shape[0]
+        return [y[:, o : o + w.shape[0]] for o, w in zip(offs, ws, strict=True)], y, tuple(offs)
+    h, quant = _norm(x, norm_w, eps, ws, mode)
+    ys = _products(h, quant, ws, mode)
+    base = ys[0].base if ys[0].base is not None and ys[0].base.ndim == 2 else None
+    if base is None or any(y.base is not base for y in ys):
+        return ys, None, ()
+    return ys, base, tuple(w.col0 for w in ws)
 
 
 def _products(
@@ -101,11 +154,10 @@ def attn_block(
 ) -> np.ndarray:
     """Pre-norm attention with its residual: (T, D) f32 -> (T, D) f32. The k/v caches
     are written in place at rows pos..pos+T-1 (as KVAttention)."""
-    h, quant = _norm(x, norm_w, epsilon, (wq, wk, wv), mode)
-    q, k, v = _products(h, quant, (wq, wk, wv), mode)
+    (q, k, v), qkv, offs = _project(x, norm_w, epsilon, (wq, wk, wv), mode)
     p = int(pos)
     if (
-        h.shape[0] == 1
+        q.shape[0] == 1
         and kv_f16
         and style in ("norm", "neox")
         and 0 <= p < k_cache.shape[0]
@@ -116,7 +168,8 @@ def attn_block(
             q,
             k,
             v,
-            (wq, wk, wv),
+            qkv,
+            offs,
             k_cache,
             v_cache,
             p,
@@ -148,14 +201,15 @@ def attn_block(
         softcap=softcap,
         kv_f16=kv_f16,
     )
-    return x + q_matmul(a, wo, mode=mode)
+    return x + _out_product(a, wo, mode)
 
 
 def _attend_one_token(
     q,
     k,
     v,
-    ws,
+    qkv,
+    offs,
     k_cache,
     v_cache,
     p,
@@ -170,10 +224,7 @@ def _attend_one_token(
     softcap,
 ) -> np.ndarray:
     """RoPE + cache write + attention of one token (kernels/llm_fused.py): (1, H*Dh)."""
-    base_arr = q.base if q.base is not None and q.base.ndim == 2 else None
-    if base_arr is not None and k.base is base_arr and v.base is base_arr:
-        qkv, offs = base_arr, tuple(w.col0 for w in ws)  # slices of one fused product
-    else:
+    if qkv is None:  # else q, k, v are slices of one fused product at offs
         qkv = np.concatenate([q, k, v], axis=1)
         offs = (0, q.shape[1], q.shape[1] + k.shape[1])
     qr = np.empty(q.shape[1], np.float32)
@@ -210,6 +261,8 @@ def _attend_one_token(
 
 def _out_product(a: np.ndarray, w: Any, mode: str) -> np.ndarray:
     """a @ w^T, through qmatmul_q when w takes the int8 path (same bits as qmatmul)."""
+    if _all_simd((w,), a.shape[0], mode):
+        return _simd_products(*quantize_act8(a), (w,))
     if _all_int8((w,), a.shape[0], mode):
         aq, ast = quantize_act(a)
         return qmatmul_q(aq, ast, w, np.empty((a.shape[0], w.shape[0]), np.float32))
@@ -229,10 +282,11 @@ def ffn_block(
     mode: str = "auto",
 ) -> np.ndarray:
     """Pre-norm gated FFN with its residual: (T, D) f32 -> (T, D) f32."""
-    h, quant = _norm(x, norm_w, epsilon, (wg, wu), mode)
-    g, u = _products(h, quant, (wg, wu), mode)
-    if h.shape[0] == 1 and act == "silu_ggml":
+    (g, u), _, _ = _project(x, norm_w, epsilon, (wg, wu), mode)
+    if g.shape[0] == 1 and act == "silu_ggml":
         f = np.empty(g.shape, np.float32)
+        if _all_simd((wd,), 1, mode):
+            return x + _simd_products(*swiglu_quant8(g, u, f), (wd,))
         fq, fst = swiglu_quant(g, u, f)
         if _all_int8((wd,), 1, mode):
             return x + qmatmul_q(fq, fst, wd, np.empty((1, wd.shape[0]), np.float32))
@@ -246,5 +300,4 @@ def norm_qmatmul(
     x: np.ndarray, norm_w: np.ndarray, w: Any, *, epsilon: float = 1e-5, mode: str = "auto"
 ) -> np.ndarray:
     """RMSNorm then a matmul (the output head): (T, D) f32 -> (T, N) f32."""
-    h, quant = _norm(x, norm_w, epsilon, (w,), mode)
-    return _products(h, quant, (w,), mode)[0]
+    return _project(x, norm_w, epsilon, (w,), mode)[0][0]

@@ -1,0 +1,222 @@
+"""Q4_1 and Q8_0 dot products written as AVX2 code, on the GGUF bytes as they are.
+
+ggml_vec_dot_q4_1_q8_1 / ggml_vec_dot_q8_0_q8_0 (ggml-cpu/arch/x86/quants.c) per
+weight row and 32-value block: the 32 weight values in one register (Q4_1: the 16
+bytes' low nibbles then their high nibbles, bytes_from_nibbles_32; Q8_0: the int8
+values), `_mm256_maddubs_epi16` with the int8 activations then `_mm256_madd_epi16`
+with ones give the 8 exact int32 sums of values 4l..4l+3 (Q8_0 first moves the
+weights' signs onto the activations, `_mm256_sign_epi8`), converted to float and
+acc = fma(f32(d_w * d_x), sums, acc); Q4_1 adds summs = fma(m_w, s_x, summs); the
+result is hsum_float_8(acc) (+ summs). The same float operations in the same order
+as ggml_dot.dot_blocks, so the results are the same bits.
+
+numba has no vector types, so the block loop is emitted as LLVM IR by an
+`@intrinsic` (the x86 intrinsics by name, `llvm.fma`, half -> float by `fpext`).
+Each call does R weight rows at once (the activation block is loaded once for them)
+and prefetches the next R rows. AVAILABLE is False on hosts without AVX2 / FMA /
+F16C, and when numba's JIT is disabled; callers then use ggml_dot's portable kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import llvmlite.binding as llb
+import numba as nb
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+from onnxexec.kernels import qtypes as q
+from onnxexec.kernels.lanes import twins
+
+_FEATURES = llb.get_host_cpu_features()
+AVAILABLE: Final = not nb.config.DISABLE_JIT and all(
+    _FEATURES.get(f, False) for f in ("avx2", "fma", "f16c")
+)
+ROWS: Final = 4  # weight rows per intrinsic call (one prefetch distance)
+Q4_1_KIND: Final = 0
+Q8_0_KIND: Final = 1
+KINDS: Final = {q.Q4_1: Q4_1_KIND, q.Q8_0: Q8_0_KIND}  # ggml type -> kernel kind
+_BSIZE: Final = {Q4_1_KIND: q.Q4_1_BYTES, Q8_0_KIND: q.Q8_0_BYTES}
+
+_I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+_F32 = ir.FloatType()
+_V32I8 = ir.VectorType(_I8, 32)
+_V16I8 = ir.VectorType(_I8, 16)
+_V16I16 = ir.VectorType(_I16, 16)
+_V8I32 = ir.VectorType(_I32, 8)
+_V8F32 = ir.VectorType(_F32, 8)
+
+
+def _fn(builder: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Type]) -> Any:
+    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, args), name)
+
+
+def _load(builder: ir.IRBuilder, base: Any, off: Any, typ: ir.Type) -> Any:
+    """An unaligned load of `typ` at byte offset `off` of the i8 pointer `base`."""
+    p = builder.gep(base, [off])
+    return builder.load(builder.bitcast(p, typ.as_pointer()), align=1)
+
+
+def _half(builder: ir.IRBuilder, base: Any, off: Any) -> Any:
+    """The little-endian half at byte offset `off`, as float32 (vcvtph2ps)."""
+    h = _load(builder, base, off, _I16)
+    return builder.fpext(builder.bitcast(h, ir.HalfType()), _F32)
+
+
+def _splat8(builder: ir.IRBuilder, v: Any) -> Any:
+    u = builder.insert_element(ir.Constant(_V8F32, ir.Undefined), v, _I32(0))
+    return builder.shuffle_vector(
+        u, ir.Constant(_V8F32, ir.Undefined), ir.Constant(_V8I32, [0] * 8)
+    )
+
+
+def _lane_sums(builder: ir.IRBuilder, ux: Any, sy: Any) -> Any:
+    """<8 x i32>: lane l = sum of ux[i] * sy[i], i = 4l..4l+3 (ux unsigned, sy signed
+    bytes; pairs never saturate here: |u x| <= 128 * 127)."""
+    madd_ub = _fn(builder, "llvm.x86.avx2.pmadd.ub.sw", _V16I16, [_V32I8, _V32I8])
+    madd_wd = _fn(builder, "llvm.x86.avx2.pmadd.wd", _V8I32, [_V16I16, _V16I16])
+    p = builder.call(madd_ub, [ux, sy])
+    return builder.call(madd_wd, [p, ir.Constant(_V16I16, [1] * 16)])
+
+
+def _hsum8(builder: ir.IRBuilder, acc: Any) -> Any:
+    """hsum_float_8: ((a0 + a2) + (a1 + a3)), a_i = acc[i + 4] + acc[i]."""
+    e = [builder.extract_element(acc, _I32(i)) for i in range(8)]
+    a = [builder.fadd(e[i + 4], e[i]) for i in range(4)]
+    return builder.fadd(builder.fadd(a[0], a[2]), builder.fadd(a[1], a[3]))
+
+
+def _make_dot(kind: int, rows: int) -> Any:
+    """An intrinsic dot(w, off, stride, nblk, x8, xo, xst, do, so, out, o): for r <
+    `rows`, out[o + r] = the dot product of the weight row at byte off + r * stride of
+    w (u8) with the activations x8[xo:xo + 32 nblk] (i8), their block scales at
+    xst[do + b] and Q8_1 sums at xst[so + b] (f32). Offsets index the flat data of
+    C-contiguous arrays."""
+    bsize = _BSIZE[kind]
+
+    @intrinsic
+    def dot(typingctx, w, off, stride, nblk, x8, xo, xst, do, so, out, o):
+        ip = types.intp
+        sig = types.void(w, ip, ip, ip, x8, ip, xst, ip, ip, out, ip)
+
+        def codegen(context, builder, signature, args):
+            wt, _, _, _, x8t, _, xstt, _, _, outt, _ = signature.args
+            w_, off_, stride_, nblk_, x8_, xo_, xst_, do_, so_, out_, o_ = args
+
+            def data(aty: Any, a: Any) -> Any:
+                return context.make_array(aty)(context, builder, a).data
+
+            wp, xp, sp, op = data(wt, w_), data(x8t, x8_), data(xstt, xst_), data(outt, out_)
+            fma8 = _fn(builder, "llvm.fma.v8f32", _V8F32, [_V8F32] * 3)
+            fma1 = _fn(builder, "llvm.fma.f32", _F32, [_F32] * 3)
+            pf = _fn(builder, "llvm.prefetch.p0", ir.VoidType(), [wp.type, _I32, _I32, _I32])
+            psign = _fn(builder, "llvm.x86.avx2.psign.b", _V32I8, [_V32I8, _V32I8])
+            zero8 = ir.Constant(_V8F32, [0.0] * 8)
+            accs = [cgutils.alloca_once_value(builder, zero8) for _ in range(rows)]
+            summs = [cgutils.alloca_once_value(builder, _F32(0.0)) for _ in range(rows)]
+            ahead = builder.mul(stride_, _I64(rows))
+            with cgutils.for_range(builder, nblk_) as loop:
+                b = loop.index
+                xv = _load(builder, xp, builder.add(xo_, builder.mul(b, _I64(32))), _V32I8)
+                xd = builder.load(builder.gep(sp, [builder.add(do_, b)]))
+                xs = builder.load(builder.gep(sp, [builder.add(so_, b)]))
+                for r in range(rows):
+                    bp = builder.add(
+                        builder.add(off_, builder.mul(stride_, _I64(r))),
+                        builder.mul(b, _I64(bsize)),
+                    )
+                    # the next `rows` rows, one block ahead per block: streams them in
+                    ahead_p = builder.gep(wp, [builder.add(bp, ahead)])
+                    builder.call(pf, [ahead_p, _I32(0), _I32(3), _I32(1)])
+                    d = _half(builder, wp, bp)
+                    if kind == Q4_1_KIND:
+                        qb = _load(builder, wp, builder.add(bp, _I64(4)), _V16I8)
+                        lo = builder.and_(qb, ir.Constant(_V16I8, [15] * 16))
+                        hi = builder.lshr(qb, ir.Constant(_V16I8, [4] * 16))
+                        idx = ir.Constant(ir.VectorType(_I32, 32), list(range(32)))
+                        s = _lane_sums(builder, builder.shuffle_vector(lo, hi, idx), xv)
+                    else:
+                        qb = _load(builder, wp, builder.add(bp, _I64(2)), _V32I8)
+                        ax = builder.call(psign, [qb, qb])
+                        sy = builder.call(psign, [xv, qb])
+                        s = _lane_sums(builder, ax, sy)
+                    dd = _splat8(builder, builder.fmul(d, xd))
+                    acc = builder.call(fma8, [dd, builder.sitofp(s, _V8F32), builder.load(accs[r])])
+                    builder.store(acc, accs[r])
+                    if kind == Q4_1_KIND:
+                        m = _half(builder, wp, builder.add(bp, _I64(2)))
+                        builder.store(builder.call(fma1, [m, xs, builder.load(summs[r])]), summs[r])
+            for r in range(rows):
+                res = _hsum8(builder, builder.load(accs[r]))
+                if kind == Q4_1_KIND:
+                    res = builder.fadd(res, builder.load(summs[r]))
+                builder.store(res, builder.gep(op, [builder.add(o_, _I64(r))]))
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return dot
+
+
+_DOT_Q4_1_R = _make_dot(Q4_1_KIND, ROWS)
+_DOT_Q4_1_1 = _make_dot(Q4_1_KIND, 1)
+_DOT_Q8_0_R = _make_dot(Q8_0_KIND, ROWS)
+_DOT_Q8_0_1 = _make_dot(Q8_0_KIND, 1)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _rows(raw, row_bytes, kind, x8, xst, out, col0, n0, n1):
+    """out[t, col0 + n] for the weight rows n in [n0, n1) and every activation row t
+    (see `_make_dot`)."""
+    T, K = x8.shape
+    N = out.shape[1]
+    nblk = K // 32
+    r = n0
+    while r < n1:
+        step = ROWS if r + ROWS <= n1 else 1
+        for t in range(T):
+            xo = t * K
+            do = t * 3 * nblk
+            so = do + nblk
+            o = t * N + col0 + r
+            if kind == Q4_1_KIND:
+                if step == ROWS:
+                    _DOT_Q4_1_R(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
+                else:
+                    _DOT_Q4_1_1(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
+            elif step == ROWS:
+                _DOT_Q8_0_R(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
+            else:
+                _DOT_Q8_0_1(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
+        r += step
+
+
+def _dot_many(raws, row_bytes, kinds, col0s, x8, xst, out, n_chunks):
+    """out[:, col0s[i] + n] = (W_i . x)[:, n] for every weight i (GGUF bytes raws[i],
+    row_bytes[i] per row, kinds[i]; all rows K = x8.shape[1] long): the weights' groups
+    of ROWS rows in one range cut into n_chunks spans (one parallel region for Q|K|V).
+    x8 (T, K) int8, xst (T, 3, K/32) from actquant.quantize_act8; out C-contiguous."""
+    nw = len(raws)
+    gs = np.zeros(nw + 1, np.int64)
+    for i in range(nw):
+        gs[i + 1] = gs[i] + -(-(raws[i].shape[0] // row_bytes[i]) // ROWS)
+    total = gs[nw]
+    n_chunks = max(1, min(total, n_chunks))
+    for c in nb.prange(n_chunks):
+        g0 = c * total // n_chunks
+        g1 = (c + 1) * total // n_chunks
+        for i in range(nw):
+            a = max(g0, gs[i])
+            b = min(g1, gs[i + 1])
+            if a < b:
+                n = raws[i].shape[0] // row_bytes[i]
+                n0 = (a - gs[i]) * ROWS
+                n1 = min(n, (b - gs[i]) * ROWS)
+                _rows(raws[i], row_bytes[i], kinds[i], x8, xst, out, col0s[i], n0, n1)
+
+
+DOT_MANY = twins(_dot_many)
+"""(parallel, serial) kernels of `_dot_many` (lanes.pick chooses)."""
