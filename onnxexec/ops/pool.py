@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from onnxexec.kernels import pool2d
 from onnxexec.ops import _window as win
 from onnxexec.ops.registry import op
 
@@ -36,9 +37,36 @@ def _divisor(x_sp: Sequence[int], g: win.Geometry, include_pad: bool) -> np.ndar
     return div
 
 
+def _fast_2d(x: np.ndarray, g: win.Geometry) -> tuple[np.ndarray, win.Geometry] | None:
+    """x as (N, C, H, W) and g as a 2-D geometry when the compiled float32 kernels
+    apply (1-D pools become 1-row 2-D ones), else None."""
+    if x.dtype != np.float32 or x.size == 0 or x.ndim not in (3, 4):
+        return None
+    if x.ndim == 4:
+        return x, g
+    g2 = win.Geometry(
+        (1, *g.kernel), (1, *g.strides), (1, *g.dilations),
+        (0, *g.pads_begin), (0, *g.pads_end), (1, *g.out),
+    )  # fmt: skip
+    return x[:, :, None, :], g2
+
+
 def average_pool(x: np.ndarray, g: win.Geometry, count_include_pad: int = 0) -> np.ndarray:
     """Mean of each window; the divisor counts real inputs, plus the explicit padding
     when count_include_pad, never the ceil_mode overhang past the padding."""
+    fast = _fast_2d(x, g)
+    if fast is None:
+        return average_pool_numpy(x, g, count_include_pad)
+    x2, g2 = fast
+    y = pool2d.avg_pool2d(
+        x2, g2.kernel, g2.strides, g2.dilations, g2.pads_begin, g2.pads_end, g2.out,
+        bool(count_include_pad),
+    )  # fmt: skip
+    return y.reshape(x.shape[:2] + g.out)
+
+
+def average_pool_numpy(x: np.ndarray, g: win.Geometry, count_include_pad: int = 0) -> np.ndarray:
+    """average_pool for any float dtype and rank, one vectorized add per kernel tap."""
     nd = len(g.kernel)
     dt = _acc_dtype(x.dtype)
     xw = win.windows(win.padded(x.astype(dt, copy=False), g, 0), g)
@@ -72,6 +100,22 @@ def max_pool(
     Indices count over the whole input tensor (N, C, D...): row-major spatial
     offsets for storage_order 0, column-major (first spatial axis fastest) for 1.
     """
+    fast = _fast_2d(x, g)
+    if fast is None:
+        return max_pool_numpy(x, g, want_indices, storage_order)
+    x2, g2 = fast
+    y, idx = pool2d.max_pool2d(
+        x2, g2.kernel, g2.strides, g2.dilations, g2.pads_begin, g2.out,
+        want_indices, storage_order,
+    )  # fmt: skip
+    shape = x.shape[:2] + g.out
+    return y.reshape(shape), None if idx is None else idx.reshape(shape)
+
+
+def max_pool_numpy(
+    x: np.ndarray, g: win.Geometry, want_indices: bool = False, storage_order: int = 0
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """max_pool for any dtype and rank, one vectorized max per kernel tap."""
     nd = len(g.kernel)
     xw = win.windows(win.padded(x, g, _lowest(x.dtype)), g)
     best = None
