@@ -1,4 +1,5 @@
-"""Score post-transforms and linear scoring for the ai.onnx.ml classifiers, compiled.
+"""Row-wise kernels of the ai.onnx.ml classifiers and transforms: score
+post-transforms, linear scoring, Normalizer, Scaler (tree scores: tree_scores.py).
 
 The models skl2onnx writes score a few dozen rows of a few columns: there every
 numpy call costs more than its arithmetic, so each kernel here does one op's whole
@@ -28,7 +29,6 @@ _F2: Final = np.float32(2)
 _HALF: Final = np.float32(0.5)
 _ZERO_EPS: Final = np.float32(1e-7)
 # Winitzki's erf^-1 constants, each rounded to float32 as ml_common.erf_inv does.
-_WINITZKI_A: Final = np.float32(0.147)
 _W_TWO_OVER_PI_A: Final = np.float32(2) / (np.float32(np.pi) * np.float32(0.147))
 _W_ONE_OVER_A: Final = np.float32(1) / np.float32(0.147)
 _SQRT2: Final = np.float32(np.sqrt(2))
@@ -150,3 +150,69 @@ def linear_classify(
         best,
     )
     return scores, best
+
+
+# Normalizer norms.
+NORM_MAX: Final = 0
+NORM_L1: Final = 1
+NORM_L2: Final = 2
+
+
+@nb.njit(cache=True)
+def _normalize(v, norm, out):
+    """out[r] = v[r] / ||v[r]|| (MAX: the row max); rows whose norm is 0 are copied."""
+    for r in range(v.shape[0]):
+        row = v[r]
+        if norm == NORM_MAX:
+            d = row[0]
+            for j in range(1, row.shape[0]):
+                if row[j] > d or np.isnan(row[j]):
+                    d = row[j]
+        else:
+            d = _F0
+            for j in range(row.shape[0]):
+                d += np.abs(row[j]) if norm == NORM_L1 else row[j] * row[j]
+            if norm == NORM_L2:
+                d = np.sqrt(d)
+        if d != 0:
+            for j in range(row.shape[0]):
+                out[r, j] = row[j] / d
+        else:
+            for j in range(row.shape[0]):
+                out[r, j] = row[j]
+
+
+def normalize(v: np.ndarray, norm: int) -> np.ndarray:
+    """Row-wise NORM_MAX / NORM_L1 / NORM_L2 normalisation of (N, C) float32 rows."""
+    out = np.empty(v.shape, np.float32)
+    if v.shape[1]:
+        _normalize(v if v.flags.c_contiguous else np.ascontiguousarray(v), norm, out)
+    return out
+
+
+@nb.njit(cache=True)
+def _scale(v, offset, scale, out):
+    """out[r, j] = (v[r, j] - offset[j]) * scale[j]; a 1-element offset/scale applies to all."""
+    c = v.shape[1]
+    one_off = offset.shape[0] == 1
+    one_sc = scale.shape[0] == 1
+    for r in range(v.shape[0]):
+        for j in range(c):
+            o = offset[0] if one_off else offset[j]
+            s = scale[0] if one_sc else scale[j]
+            out[r, j] = (v[r, j] - o) * s
+
+
+def scale_rows(v: np.ndarray, offset: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """(x - offset) * scale over the last axis of a float32 array (Scaler), float32."""
+    out = np.empty(v.shape, np.float32)
+    c = v.shape[-1] if v.ndim else 1
+    if v.size:
+        v2 = v.reshape(-1, c)
+        _scale(
+            v2 if v2.flags.c_contiguous else np.ascontiguousarray(v2),
+            offset,
+            scale,
+            out.reshape(-1, c),
+        )
+    return out

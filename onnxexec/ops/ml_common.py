@@ -33,11 +33,13 @@ def memo(build: Callable[..., Any], *attrs: Any) -> Any:
 
     The plan binds the same attribute objects to every run of a node, so handlers
     use this to turn their (tuple) attributes into arrays once instead of per run.
-    Entries keep their attribute objects alive, so the ids stay unique.
+    An entry holds its attribute objects, so while it exists no other object can
+    have their ids: the id key alone identifies them. Pass attribute objects only: a
+    value made per call is a new object every time, never hits and churns the cache.
     """
     key = (id(build), *map(id, attrs))
     hit = _memo.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], attrs, strict=True)):
+    if hit is not None:
         return hit[1]
     value = build(*attrs)
     if len(_memo) >= _MEMO_SIZE:

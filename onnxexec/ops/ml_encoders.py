@@ -7,26 +7,26 @@ value model); string tensors are object arrays of str.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
 
+from onnxexec.ops.ml_common import memo
 from onnxexec.ops.registry import op
 
 ML: Final = "ai.onnx.ml"
+_MAX_DISPLAY_KEYS: Final = 64
 
 
-def _lookup(x: np.ndarray, keys: np.ndarray, values: np.ndarray, default: Any) -> np.ndarray:
-    """Map every element of x through keys -> values (default when absent), shape kept.
+# Below this many elements a dict lookup per element beats np.unique's sort.
+_PER_ELEMENT_MAX: Final = 512
 
-    Float keys compare by value, and a NaN key matches NaN inputs.
-    """
-    out = np.empty(x.shape, dtype=values.dtype)
-    flat = x.reshape(-1)
-    res = out.reshape(-1)
-    if flat.size == 0:
-        return out
+
+def _table(keys: np.ndarray, values: np.ndarray) -> tuple[dict[Any, Any], Any]:
+    """(key -> value with the first of repeated keys winning, the value of a NaN key or None)."""
     nan_value = None
     table: dict[Any, Any] = {}
     for k, v in zip(keys.reshape(-1).tolist(), values.reshape(-1).tolist(), strict=True):
@@ -34,19 +34,41 @@ def _lookup(x: np.ndarray, keys: np.ndarray, values: np.ndarray, default: Any) -
             nan_value = v
         else:
             table.setdefault(k, v)
+    return table, nan_value
+
+
+def _map_values(
+    x: np.ndarray, table: dict[Any, Any], nan_value: Any, default: Any, dtype: Any
+) -> np.ndarray:
+    """Every element of x through `table` (default when absent), shape kept."""
+    flat = x.reshape(-1)
+    if flat.size == 0:
+        return np.empty(x.shape, dtype=dtype)
+    nan_to = default if nan_value is None else nan_value
+    floats = x.dtype.kind == "f"
+    if x.dtype == object or flat.size <= _PER_ELEMENT_MAX:
+        get = table.get
+        if floats:  # u != u only for NaN
+            mapped = [nan_to if u != u else get(u, default) for u in flat.tolist()]
+            return np.array(mapped, dtype=dtype).reshape(x.shape)
+        looked = map(get, flat.tolist(), itertools.repeat(default))
+        return np.fromiter(looked, dtype, flat.size).reshape(x.shape)
     uniq, inverse = np.unique(flat, return_inverse=True)
-    mapped = []
-    for u in uniq.tolist():
-        if isinstance(u, float) and np.isnan(u):
-            mapped.append(default if nan_value is None else nan_value)
-        else:
-            mapped.append(table.get(u, default))
-    res[:] = np.asarray(mapped, dtype=values.dtype)[inverse.reshape(-1)]
-    if x.dtype.kind == "f":  # np.unique keeps each NaN apart; map them explicitly
+    looked = [nan_to if floats and u != u else table.get(u, default) for u in uniq.tolist()]
+    res = np.asarray(looked, dtype=dtype)[inverse.reshape(-1)]
+    if floats:  # np.unique keeps each NaN apart; map them explicitly
         nan = np.isnan(flat)
         if nan.any():
-            res[nan] = default if nan_value is None else nan_value
-    return out
+            res[nan] = nan_to
+    return res.reshape(x.shape)
+
+
+def _lookup(x: np.ndarray, keys: np.ndarray, values: np.ndarray, default: Any) -> np.ndarray:
+    """Map every element of x through keys -> values (default when absent), shape kept.
+
+    Float keys compare by value, and a NaN key matches NaN inputs.
+    """
+    return _map_values(x, *_table(keys, values), default, values.dtype)
 
 
 def _pick(*candidates: Any) -> Any:
@@ -199,23 +221,37 @@ def one_hot_encoder(
 
     Numeric inputs are truncated to int64 first; zeros=0 makes an unknown value an error.
     """
-    if cats_strings:
-        cats = np.array(list(cats_strings), dtype=object)
+    strings, table, eye = memo(_one_hot_table, cats_int64s, cats_strings)
+    if strings:
         if x.dtype != object:
             raise TypeError("OneHotEncoder: cats_strings needs a string input")
         v = x
-    elif cats_int64s:
-        cats = np.asarray(cats_int64s, dtype=np.int64)
+    else:
         if x.dtype == object:
             raise TypeError("OneHotEncoder: cats_int64s needs a numeric input")
         v = x.astype(np.int64)
-    else:
-        raise ValueError("OneHotEncoder: one of cats_int64s / cats_strings is required")
-    idx = _lookup(v, cats, np.arange(cats.shape[0], dtype=np.int64), -1)
+    idx = _map_values(v, table, None, -1, np.int64)
     if not zeros and (idx < 0).any():
         bad = v.reshape(-1)[int(np.argmax(idx.reshape(-1) < 0))]
         raise ValueError(f"OneHotEncoder: value {bad!r} is not a known category and zeros=0")
-    return (idx[..., None] == np.arange(cats.shape[0])).astype(np.float32)
+    # row -1 of `eye` is all zeros: unknown values (zeros=1) one-hot to nothing
+    return eye.take(idx, axis=0)
+
+
+def _one_hot_table(
+    cats_int64s: Sequence[int] | None, cats_strings: Sequence[str] | None
+) -> tuple[bool, dict[Any, int], np.ndarray]:
+    """(string categories?, category -> index, (n + 1, n) float32 identity + zero row)."""
+    if cats_strings:
+        cats: list[Any] = list(cats_strings)
+    elif cats_int64s:
+        cats = [int(c) for c in cats_int64s]
+    else:
+        raise ValueError("OneHotEncoder: one of cats_int64s / cats_strings is required")
+    keys = np.array(cats, dtype=object if cats_strings else np.int64)
+    table, _ = _table(keys, np.arange(len(cats), dtype=np.int64))
+    eye = np.vstack([np.eye(len(cats), dtype=np.float32), np.zeros((1, len(cats)), np.float32)])
+    return bool(cats_strings), table, eye
 
 
 @op("DictVectorizer", since=1, domain=ML)
@@ -298,6 +334,24 @@ def cast_map(
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _row_dicts(n: int) -> Callable[..., list[dict[Any, float]]]:
+    """rows, k0..k{n-1} -> [{k0: row[0], ...} for row in rows], as one comprehension.
+
+    A dict display with the keys bound as arguments builds each map about twice as
+    fast as dict(zip(keys, row)); ZipMap's per-row dicts dominate small classifiers.
+    The source holds generated names only, never a label.
+    """
+    keys = ", ".join(f"k{i}" for i in range(n))
+    vals = ", ".join(f"v{i}" for i in range(n))
+    items = ", ".join(f"k{i}: v{i}" for i in range(n))
+    return eval(f"lambda rows, {keys}: [{{{items}}} for {vals}, in rows]")
+
+
+def _zip_labels(ints: Sequence[int] | None, strings: Sequence[str] | None) -> list[Any]:
+    return list(strings) if strings else [int(v) for v in (ints or ())]
+
+
 @op("ZipMap", since=1, domain=ML)
 def zip_map(
     x: np.ndarray,
@@ -306,14 +360,12 @@ def zip_map(
     classlabels_strings: Sequence[str] | None = None,
 ) -> list[dict[Any, float]]:
     """(N, C) scores -> list of N dicts {class label: score}."""
-    labels: list[Any] = (
-        list(classlabels_strings)
-        if classlabels_strings
-        else [int(v) for v in (classlabels_int64s or ())]
-    )
+    labels = memo(_zip_labels, classlabels_int64s, classlabels_strings)
     if not labels:
         raise ValueError("ZipMap: one of classlabels_int64s / classlabels_strings is required")
     rows = x.reshape(1, -1) if x.ndim == 1 else x
     if rows.ndim != 2 or rows.shape[1] != len(labels):
         raise ValueError(f"ZipMap: input shape {list(x.shape)} does not match {len(labels)} labels")
+    if len(labels) <= _MAX_DISPLAY_KEYS:
+        return _row_dicts(len(labels))(rows.tolist(), *labels)
     return [dict(zip(labels, row, strict=True)) for row in rows.tolist()]

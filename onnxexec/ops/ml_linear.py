@@ -8,6 +8,7 @@ linearclassifier.cc, where the spec is silent.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -53,20 +54,6 @@ def _scores(
     return s
 
 
-def _classifier_labels(
-    ints: Sequence[int] | None, strings: Sequence[str] | None
-) -> tuple[bool, np.ndarray, np.ndarray]:
-    """(string labels?, all labels as an array, [negative, positive] label of one column)."""
-    is_str = bool(strings)
-    labels = list(strings) if is_str else list(ints or ())
-    dtype = object if is_str else np.int64
-    if len(labels) == 2:
-        neg_pos = [labels[0], labels[1]]
-    else:
-        neg_pos = ["0", "1"] if is_str else [0, 1]
-    return is_str, np.array(labels, dtype=dtype), np.array(neg_pos, dtype=dtype)
-
-
 @op("LinearClassifier", since=1, domain=ML)
 def linear_classifier(
     x: np.ndarray,
@@ -87,38 +74,60 @@ def linear_classifier(
     check_post_transform(post_transform, "LinearClassifier")
     rows = as_rows(x, "LinearClassifier")
     n_features = rows.shape[1]
-    n_targets = len(intercepts) if intercepts else len(coefficients) // max(n_features, 1)
-    coef = memo(_as_f32, coefficients)
-    if n_targets <= 0 or coef.size != n_targets * n_features:
+    m = memo(_classifier, coefficients, intercepts, classlabels_ints, classlabels_strings)
+    n_targets = m.n_intercepts or m.coef.size // max(n_features, 1)
+    if n_targets <= 0 or m.coef.size != n_targets * n_features:
         raise ValueError(
-            f"LinearClassifier: {coef.size} coefficients do not fit {n_targets} target(s) x "
+            f"LinearClassifier: {m.coef.size} coefficients do not fit {n_targets} target(s) x "
             f"{n_features} features"
         )
-    bias = memo(_bias, intercepts, n_targets)
-    _, labels, neg_pos = memo(_classifier_labels, classlabels_ints, classlabels_strings)
-    if n_targets > 1 and labels.shape[0] < n_targets:
+    if n_targets > 1 and m.labels.shape[0] < n_targets:
         raise ValueError(
-            f"LinearClassifier: {n_targets} score columns but {labels.shape[0]} class labels"
+            f"LinearClassifier: {n_targets} score columns but {m.labels.shape[0]} class labels"
         )
     s, best = linear_classify(
         rows if rows.dtype == np.float32 else rows.astype(np.float32),
-        coef.reshape(n_targets, n_features),
-        bias,
+        m.coef.reshape(n_targets, n_features),
+        m.bias if m.n_intercepts else np.zeros(n_targets, np.float32),
         POST_TRANSFORMS.index(post_transform),
     )
     if n_targets == 1:
-        lab = neg_pos[(s[:, 0] > 0).view(np.uint8)]
-        if labels.shape[0] == 2:
+        lab = m.neg_pos[(s[:, 0] > 0).view(np.uint8)]
+        if m.labels.shape[0] == 2:
             return lab, expand_binary(s[:, 0], post_transform, 1)
         return lab, probit(s) if post_transform == "PROBIT" else s
-    return labels[best], s
+    return m.labels[best], s
 
 
-def _bias(intercepts: Sequence[float] | None, n_targets: int) -> np.ndarray:
-    """The intercepts as float32, zeros when the attribute is absent."""
-    if intercepts:
-        return np.asarray(intercepts, dtype=np.float32)
-    return np.zeros(n_targets, np.float32)
+@dataclass(frozen=True)
+class _Classifier:
+    coef: np.ndarray  # flat float32
+    bias: np.ndarray  # float32 intercepts
+    n_intercepts: int  # 0 when absent: the class count then comes from the coefficients
+    labels: np.ndarray  # int64 or object
+    neg_pos: np.ndarray  # labels of a lone score column: [<= 0, > 0]
+
+
+def _classifier(
+    coefficients: Sequence[float],
+    intercepts: Sequence[float] | None,
+    ints: Sequence[int] | None,
+    strings: Sequence[str] | None,
+) -> _Classifier:
+    is_str = bool(strings)
+    labels = list(strings) if is_str else list(ints or ())
+    dtype = object if is_str else np.int64
+    if len(labels) == 2:
+        neg_pos = [labels[0], labels[1]]
+    else:
+        neg_pos = ["0", "1"] if is_str else [0, 1]
+    return _Classifier(
+        coef=np.asarray(coefficients, dtype=np.float32),
+        bias=np.asarray(intercepts or (), dtype=np.float32),
+        n_intercepts=len(intercepts or ()),
+        labels=np.array(labels, dtype=dtype),
+        neg_pos=np.array(neg_pos, dtype=dtype),
+    )
 
 
 @op("LinearRegressor", since=1, domain=ML)

@@ -16,7 +16,7 @@ from typing import Final
 
 import numpy as np
 
-from onnxexec.kernels.ml_svm import KERNELS, LINEAR, kernel_values, svc_scores
+from onnxexec.kernels.ml_svm import KERNELS, LINEAR, kernel_values, svc_scores, svr_scores
 from onnxexec.ops.ml_common import (
     as_rows,
     check_post_transform,
@@ -49,12 +49,14 @@ class _Classifier:
     coef: np.ndarray  # flat float32 coefficients
     coef_all_positive: bool
     rho: np.ndarray  # float32
+    rho64: np.ndarray  # the same values as float64, for the pair-score kernel
     linear: bool  # liblinear: no support vectors, one coefficient row per class
     weights: np.ndarray  # linear: (K, F) float64; SVC: (K-1, V) float64
     vectors: np.ndarray  # SVC: (V, F) float64 support vectors
     starts: np.ndarray  # SVC: (K+1,) int64 first vector of each class
     prob_a: np.ndarray  # float32, empty without probabilities
     prob_b: np.ndarray
+    kernel: tuple[int, float, float, float]  # (kernel code, gamma, coef0, degree)
 
 
 def _classifier(
@@ -66,6 +68,8 @@ def _classifier(
     vectors_per_class: Sequence[int] | None,
     prob_a: Sequence[float] | None,
     prob_b: Sequence[float] | None,
+    kernel_type: str,
+    kernel_params: Sequence[float] | None,
 ) -> _Classifier:
     labels = class_labels(ints, strings, "SVMClassifier")
     k = labels.shape[0]
@@ -81,8 +85,10 @@ def _classifier(
         coef=coef,
         coef_all_positive=bool((coef >= 0).all()),
         rho=rho_a,
+        rho64=rho_a.astype(np.float64),
         prob_a=a,
         prob_b=b,
+        kernel=_kernel_spec(kernel_type, kernel_params),
     )
     if n_vec == 0:
         w = coef.reshape(k, -1).astype(np.float64)
@@ -133,6 +139,8 @@ def svm_classifier(
         vectors_per_class,
         prob_a,
         prob_b,
+        kernel_type,
+        kernel_params,
     )
     rows = as_rows(x, "SVMClassifier")
     k = m.labels.shape[0]
@@ -142,22 +150,19 @@ def svm_classifier(
         best = np.argmax(s, axis=1)
         weight = s[np.arange(s.shape[0]), best]
         return _binary_or_multi(m, best, weight, s, have_proba, post_transform, None)
-    kind, gamma, coef0, degree = memo(_kernel_spec, kernel_type, kernel_params)
-    kern = kernel_values(rows, m.vectors, kind, gamma, coef0, degree)
     pairs, best, probs = svc_scores(
-        kern, m.weights, m.rho.astype(np.float64), m.starts, m.prob_a, m.prob_b
+        rows, m.vectors, *m.kernel, m.weights, m.rho64, m.starts, m.prob_a, m.prob_b
     )
-    weight = np.zeros(rows.shape[0], dtype=np.float32)
     if probs is not None:
-        return _binary_or_multi(m, best, weight, probs, True, post_transform, None)
+        return _binary_or_multi(m, best, None, probs, True, post_transform, None)
     second = (2 if post_transform == "NONE" else 0) if k <= 2 else None
-    return _binary_or_multi(m, best, weight, pairs, False, post_transform, second)
+    return _binary_or_multi(m, best, None, pairs, False, post_transform, second)
 
 
 def _binary_or_multi(
     m: _Classifier,
     best: np.ndarray,
-    weight: np.ndarray,
+    weight: np.ndarray | None,
     scores: np.ndarray,
     have_proba: bool,
     post_transform: str,
@@ -165,12 +170,13 @@ def _binary_or_multi(
 ) -> tuple[np.ndarray, np.ndarray]:
     """onnxruntime's ChooseClass for two classes, argmax label otherwise; then scores."""
     labels = m.labels
-    if labels.shape[0] == 2 and not have_proba:
+    if labels.shape[0] == 2 and not have_proba and weight is not None:
         pick_pos = (weight >= 0.5) if m.coef_all_positive else (weight > 0)
-        lab = np.where(pick_pos, labels[1], labels[best])
+        lab = np.where(pick_pos, labels[1], labels[best]).astype(labels.dtype)
     else:
+        # SVC mode passes no weight: onnxruntime's ChooseClass sees 0 there, which
+        # never picks the positive class, so the vote decides.
         lab = labels[best]
-    lab = lab.astype(labels.dtype)
     if scores.shape[1] == 1:
         if second is not None:
             return lab, expand_binary(scores[:, 0], post_transform, second)
@@ -202,8 +208,7 @@ def svm_regressor(
     rows = as_rows(x, "SVMRegressor")
     if n_supports > 0:
         kind, gamma, coef0, degree = memo(_kernel_spec, kernel_type, kernel_params)
-        kern = kernel_values(rows, vectors, kind, gamma, coef0, degree)
-        s = (kern.astype(np.float64) @ coef + r0).astype(np.float32)
+        s = svr_scores(rows, vectors, kind, gamma, coef0, degree, coef, r0)
     else:
         s = kernel_values(rows, coef.reshape(1, -1), LINEAR, linear_c=r0)[:, 0]
     s = s.reshape(-1, 1)

@@ -12,9 +12,12 @@ from typing import Final
 
 import numpy as np
 
+from onnxexec.kernels.ml_scores import NORM_L1, NORM_L2, NORM_MAX, normalize, scale_rows
+from onnxexec.ops.ml_common import memo
 from onnxexec.ops.registry import op
 
 ML: Final = "ai.onnx.ml"
+_NORMS: Final = {"MAX": NORM_MAX, "L1": NORM_L1, "L2": NORM_L2}
 
 
 @op("ArrayFeatureExtractor", since=1, domain=ML)
@@ -31,10 +34,11 @@ def array_feature_extractor(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 @op("Binarizer", since=1, domain=ML)
 def binarizer(x: np.ndarray, *, threshold: float = 0.0) -> np.ndarray:
     """1 where x > threshold, else 0, in X's dtype (NaN stays NaN)."""
-    t = np.asarray(threshold).astype(x.dtype)
-    out = np.where(x > t, x.dtype.type(1), x.dtype.type(0)).astype(x.dtype)
+    out = (x > np.asarray(threshold).astype(x.dtype)).astype(x.dtype)
     if x.dtype.kind == "f":
-        out = np.where(np.isnan(x), x, out)
+        nan = np.isnan(x)
+        if nan.any():
+            out[nan] = np.nan
     return out
 
 
@@ -97,19 +101,12 @@ def normalizer(x: np.ndarray, *, norm: str = "MAX") -> np.ndarray:
     """
     if x.ndim > 2:
         raise ValueError(f"Normalizer: input rank must be <= 2, got shape {list(x.shape)}")
-    rows = x.reshape(1, -1) if x.ndim == 1 else x
-    v = rows.astype(np.float32)
-    if norm == "MAX":
-        d = v.max(axis=1, keepdims=True)
-    elif norm == "L1":
-        d = np.abs(v).sum(axis=1, keepdims=True)
-    elif norm == "L2":
-        d = np.sqrt((v * v).sum(axis=1, keepdims=True))
-    else:
+    kind = _NORMS.get(norm)
+    if kind is None:
         raise ValueError(f"Normalizer: norm must be MAX, L1 or L2, got '{norm}'")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(d != 0, v / np.where(d != 0, d, 1), v)
-    return out.astype(np.float32).reshape(x.shape)
+    rows = x.reshape(1, -1) if x.ndim == 1 else x
+    v = rows if rows.dtype == np.float32 else rows.astype(np.float32)
+    return normalize(v, kind).reshape(x.shape)
 
 
 @op("Scaler", since=1, domain=ML)
@@ -117,11 +114,17 @@ def scaler(
     x: np.ndarray, *, offset: Sequence[float] | None = None, scale: Sequence[float] | None = None
 ) -> np.ndarray:
     """(x - offset) * scale -> float32; offset/scale are per feature or a single value."""
-    v = x.astype(np.float32)
+    v = x if x.dtype == np.float32 else x.astype(np.float32)
     c = v.shape[-1] if v.ndim else 1
-    off = np.asarray(offset if offset else (0.0,), dtype=np.float32)
-    sc = np.asarray(scale if scale else (1.0,), dtype=np.float32)
+    off, sc = memo(_scaler_params, offset, scale)
     for name, a in (("offset", off), ("scale", sc)):
         if a.size not in (1, c):
             raise ValueError(f"Scaler: {name} has {a.size} values for {c} features")
-    return ((v - off) * sc).astype(np.float32)
+    return scale_rows(v, off, sc)
+
+
+def _scaler_params(
+    offset: Sequence[float] | None, scale: Sequence[float] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    off = np.asarray(offset if offset else (0.0,), dtype=np.float32)
+    return off, np.asarray(scale if scale else (1.0,), dtype=np.float32)

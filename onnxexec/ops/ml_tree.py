@@ -41,6 +41,32 @@ def _regressor_model(
     return forest, floats_or_tensor(base_values, base_values_as_tensor)
 
 
+def _regress(
+    x: np.ndarray,
+    aggregate_function: str,
+    post_transform: str,
+    n_targets: int | None,
+    base_values: Sequence[float] | None,
+    base_values_as_tensor: np.ndarray | None,
+    *nodes_and_targets: Any,
+) -> np.ndarray:
+    """TreeEnsembleRegressor of any opset (positional: handlers call it per run)."""
+    check_post_transform(post_transform, "TreeEnsembleRegressor")
+    aggregate = _AGGREGATES.get(aggregate_function)
+    if aggregate is None:
+        raise ValueError(
+            f"TreeEnsembleRegressor: unknown aggregate_function '{aggregate_function}'"
+        )
+    if n_targets is None:
+        raise ValueError("TreeEnsembleRegressor: n_targets is required")
+    forest, base = cached_forest(
+        _regressor_model, base_values, base_values_as_tensor, n_targets, *nodes_and_targets
+    )
+    return regression_scores(
+        as_rows(x, "TreeEnsembleRegressor"), forest, aggregate, base, post_transform
+    )
+
+
 @op("TreeEnsembleRegressor", since=3, domain=ML)
 def tree_ensemble_regressor(
     x: np.ndarray,
@@ -68,19 +94,13 @@ def tree_ensemble_regressor(
     target_weights_as_tensor: np.ndarray | None = None,
 ) -> np.ndarray:
     """(N, F) -> (N, n_targets) float32; *_as_tensor attributes take precedence."""
-    check_post_transform(post_transform, "TreeEnsembleRegressor")
-    aggregate = _AGGREGATES.get(aggregate_function)
-    if aggregate is None:
-        raise ValueError(
-            f"TreeEnsembleRegressor: unknown aggregate_function '{aggregate_function}'"
-        )
-    if n_targets is None:
-        raise ValueError("TreeEnsembleRegressor: n_targets is required")
-    forest, base = cached_forest(
-        _regressor_model,
+    return _regress(
+        x,
+        aggregate_function,
+        post_transform,
+        n_targets,
         base_values,
         base_values_as_tensor,
-        n_targets,
         nodes_treeids,
         nodes_nodeids,
         nodes_featureids,
@@ -93,9 +113,6 @@ def tree_ensemble_regressor(
         target_nodeids,
         target_ids,
         target_weights_as_tensor if target_weights_as_tensor is not None else target_weights,
-    )
-    return regression_scores(
-        as_rows(x, "TreeEnsembleRegressor"), forest, aggregate, base, post_transform
     )
 
 
@@ -122,25 +139,25 @@ def tree_ensemble_regressor_v1(
     target_weights: Sequence[float] | None = None,
 ) -> np.ndarray:
     """Opsets 1-2: v3 without the *_as_tensor attributes."""
-    return tree_ensemble_regressor(
+    return _regress(
         x,
-        aggregate_function=aggregate_function,
-        base_values=base_values,
-        n_targets=n_targets,
-        nodes_falsenodeids=nodes_falsenodeids,
-        nodes_featureids=nodes_featureids,
-        nodes_hitrates=nodes_hitrates,
-        nodes_missing_value_tracks_true=nodes_missing_value_tracks_true,
-        nodes_modes=nodes_modes,
-        nodes_nodeids=nodes_nodeids,
-        nodes_treeids=nodes_treeids,
-        nodes_truenodeids=nodes_truenodeids,
-        nodes_values=nodes_values,
-        post_transform=post_transform,
-        target_ids=target_ids,
-        target_nodeids=target_nodeids,
-        target_treeids=target_treeids,
-        target_weights=target_weights,
+        aggregate_function,
+        post_transform,
+        n_targets,
+        base_values,
+        None,
+        nodes_treeids,
+        nodes_nodeids,
+        nodes_featureids,
+        nodes_modes,
+        nodes_values,
+        nodes_truenodeids,
+        nodes_falsenodeids,
+        nodes_missing_value_tracks_true,
+        target_treeids,
+        target_nodeids,
+        target_ids,
+        target_weights,
     )
 
 
@@ -172,6 +189,23 @@ def _classifier_model(
     )
 
 
+def _classify(
+    x: np.ndarray, post_transform: str, *model_attrs: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """TreeEnsembleClassifier of any opset (positional: handlers call it per run)."""
+    check_post_transform(post_transform, "TreeEnsembleClassifier")
+    m = cached_forest(_classifier_model, *model_attrs)
+    return classification_scores(
+        m.forest,
+        as_rows(x, "TreeEnsembleClassifier"),
+        m.base,
+        m.labels,
+        m.binary_case,
+        m.all_positive,
+        post_transform,
+    )
+
+
 @op("TreeEnsembleClassifier", since=3, domain=ML)
 def tree_ensemble_classifier(
     x: np.ndarray,
@@ -199,9 +233,9 @@ def tree_ensemble_classifier(
     post_transform: str = "NONE",
 ) -> tuple[np.ndarray, np.ndarray]:
     """(N, F) -> labels (N,) int64|string, scores (N, n_classes) float32."""
-    check_post_transform(post_transform, "TreeEnsembleClassifier")
-    m = cached_forest(
-        _classifier_model,
+    return _classify(
+        x,
+        post_transform,
         base_values,
         base_values_as_tensor,
         classlabels_int64s,
@@ -218,10 +252,6 @@ def tree_ensemble_classifier(
         class_nodeids,
         class_ids,
         class_weights_as_tensor if class_weights_as_tensor is not None else class_weights,
-    )
-    scores, has = predict_forest(m.forest, as_rows(x, "TreeEnsembleClassifier"), SUM)
-    return classification_scores(
-        scores, has, m.base, m.labels, m.binary_case, m.all_positive, post_transform
     )
 
 
@@ -248,25 +278,25 @@ def tree_ensemble_classifier_v1(
     post_transform: str = "NONE",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Opsets 1-2: v3 without the *_as_tensor attributes."""
-    return tree_ensemble_classifier(
+    return _classify(
         x,
-        base_values=base_values,
-        class_ids=class_ids,
-        class_nodeids=class_nodeids,
-        class_treeids=class_treeids,
-        class_weights=class_weights,
-        classlabels_int64s=classlabels_int64s,
-        classlabels_strings=classlabels_strings,
-        nodes_falsenodeids=nodes_falsenodeids,
-        nodes_featureids=nodes_featureids,
-        nodes_hitrates=nodes_hitrates,
-        nodes_missing_value_tracks_true=nodes_missing_value_tracks_true,
-        nodes_modes=nodes_modes,
-        nodes_nodeids=nodes_nodeids,
-        nodes_treeids=nodes_treeids,
-        nodes_truenodeids=nodes_truenodeids,
-        nodes_values=nodes_values,
-        post_transform=post_transform,
+        post_transform,
+        base_values,
+        None,
+        classlabels_int64s,
+        classlabels_strings,
+        nodes_treeids,
+        nodes_nodeids,
+        nodes_featureids,
+        nodes_modes,
+        nodes_values,
+        nodes_truenodeids,
+        nodes_falsenodeids,
+        nodes_missing_value_tracks_true,
+        class_treeids,
+        class_nodeids,
+        class_ids,
+        class_weights,
     )
 
 

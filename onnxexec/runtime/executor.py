@@ -58,7 +58,8 @@ def _store(step: Step, vals: list[Any], result: Any) -> None:
     if len(outs) == 1:
         if isinstance(result, tuple):
             result = result[0]
-        vals[outs[0]] = result
+        if outs[0] >= 0:
+            vals[outs[0]] = result
         return
     if not isinstance(result, tuple):
         result = (result,)
@@ -84,28 +85,54 @@ def execute(
     plan: GraphPlan, inputs: Any, outer: Mapping[str, Any] | None = None, profiler: Any = None
 ) -> list[Any]:
     """Run `plan`. `inputs` is positional (subgraphs) or a name->value mapping."""
-    vals = list(plan.template)
-    if isinstance(inputs, Mapping):
+    vals = plan.template.copy()
+    # A trailing None slot: an omitted input (slot -1) reads it as vals[-1].
+    vals.append(None)
+    if type(inputs) is dict or isinstance(inputs, Mapping):
+        slots = plan.input_slots
         for name, v in inputs.items():
-            vals[plan.input_slots[name]] = v
+            vals[slots[name]] = v
     else:
         for slot, v in zip(plan.input_slots.values(), inputs, strict=False):
             vals[slot] = v
     if outer:
         for name, s in plan.outer_slots.items():
             vals[s] = outer[name]
-    debug = _debug_level()
+    # Debug logging only shows when the "onnxexec" logger takes DEBUG records.
+    debug = _debug_level() if log.isEnabledFor(logging.DEBUG) else 0
     if debug or profiler is not None:
         _run_instrumented(plan, vals, debug, profiler)
     else:
+        _run(plan, vals)
+    return [vals[s] for s in plan.output_slots]
+
+
+def _run(plan: GraphPlan, vals: list[Any]) -> None:
+    """The plain loop: call, store, drop dead values. One try around all steps (free
+    in CPython 3.11+); a failure is reported against the step that raised."""
+    step: Step | None = None
+    try:
         for step in plan.steps:
-            try:
-                _store(step, vals, _call(step, vals))
-            except Exception as e:
-                raise _fail(step, vals, e) from e
+            fn, ins, kwargs, out, subgraphs, n_in, i0, i1 = step.call
+            if subgraphs:
+                kwargs = dict(kwargs, run_graph=_subgraph_runner(step, vals))
+            # one and two inputs spelled out: a comprehension costs more than most ops
+            if n_in == 1:
+                result = fn(vals[i0], **kwargs)
+            elif n_in == 2:
+                result = fn(vals[i0], vals[i1], **kwargs)
+            else:
+                result = fn(*[vals[s] for s in ins], **kwargs)
+            if out >= 0 and type(result) is not tuple:
+                vals[out] = result
+            else:
+                _store(step, vals, result)
             for s in step.free:
                 vals[s] = None
-    return [vals[s] for s in plan.output_slots]
+    except Exception as e:
+        if step is None:
+            raise
+        raise _fail(step, vals, e) from e
 
 
 def _run_instrumented(plan: GraphPlan, vals: list[Any], debug: int, profiler: Any) -> None:

@@ -98,3 +98,62 @@ def validate_feeds(
                 f"the model's inputs are {list(by_name)}"
             )
     return out
+
+
+class FeedChecker:
+    """validate_feeds for one session's inputs, with the per-input work done once.
+
+    A feed that is already a numpy array of the declared dtype, rank and fixed
+    dimensions takes a short path; anything else goes through check_value, so every
+    error is validate_feeds' own.
+    """
+
+    def __init__(self, declared: tuple[ValueInfo, ...], defaults: Mapping[str, Any]) -> None:
+        self._declared = declared
+        self._defaults = defaults
+        self._names = frozenset(v.name for v in declared)
+        plain = []
+        for vi in declared:
+            t = vi.type
+            fast = None
+            if isinstance(t, TensorType) and t.shape is not None:
+                want = np_dtype(t.elem_type)
+                fixed = tuple(
+                    (axis, d) for axis, d in enumerate(t.shape) if isinstance(d, int) and d > 0
+                )
+                fast = (want, len(t.shape), fixed)
+            plain.append((vi, fast))
+        self._inputs = tuple(plain)
+
+    def __call__(self, feed: Mapping[str, Any]) -> dict[str, Any]:
+        if type(feed) is not dict or not feed.keys() <= self._names:
+            return validate_feeds(feed, self._declared, self._defaults)
+        out: dict[str, Any] = {}
+        for vi, fast in self._inputs:
+            name = vi.name
+            v = feed.get(name, _ABSENT)
+            if (
+                fast is not None
+                and type(v) is np.ndarray
+                and v.dtype is fast[0]
+                and v.ndim == fast[1]
+            ):
+                shape = v.shape
+                for axis, d in fast[2]:
+                    if shape[axis] != d:
+                        break
+                else:
+                    out[name] = v
+                    continue
+            if v is not _ABSENT:
+                out[name] = check_value(name, v, vi.type)
+            elif name in self._defaults:
+                out[name] = self._defaults[name]
+            elif isinstance(vi.type, OptionalType):
+                out[name] = None
+            else:
+                return validate_feeds(feed, self._declared, self._defaults)  # raises
+        return out
+
+
+_ABSENT = object()

@@ -16,7 +16,7 @@ from onnxexec.ir.passes import optimize
 from onnxexec.ir.types import TensorType
 from onnxexec.loaders.onnx_proto import load_onnx
 from onnxexec.runtime.executor import execute
-from onnxexec.runtime.feeds import validate_feeds
+from onnxexec.runtime.feeds import FeedChecker
 from onnxexec.runtime.options import ModelMetadata, NodeArg, RunOptions, SessionOptions
 from onnxexec.runtime.plan import plan_graph
 from onnxexec.runtime.profiler import Profiler
@@ -95,6 +95,7 @@ class InferenceSession:
             v.name: g.initializers[v.name] for v in g.inputs if v.name in g.initializers
         }
         self._all_inputs = tuple(g.inputs)
+        self._check_feeds = FeedChecker(self._all_inputs, self._defaults)
         self._outputs = tuple(g.outputs)
         self._out_index = {v.name: i for i, v in enumerate(self._outputs)}
 
@@ -159,9 +160,12 @@ class InferenceSession:
                 raise InvalidFeedError(
                     f"unknown output name(s) {bad}; the model's outputs are {list(self._out_index)}"
                 )
-        feeds = validate_feeds(input_feed, self._all_inputs, self._defaults)
-        with self._span("model_run"):
-            results = execute(self._plan, feeds, profiler=self._profiler)
+        feeds = self._check_feeds(input_feed)
+        if self._profiler is None:
+            results = execute(self._plan, feeds)
+        else:
+            with self._span("model_run"):
+                results = execute(self._plan, feeds, profiler=self._profiler)
         if not output_names:
             return results
         return [results[self._out_index[n]] for n in output_names]

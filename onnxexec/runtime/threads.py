@@ -23,6 +23,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 from onnxexec.kernels import parallel  # noqa: E402
 
 _limiter: threadpool_limits | None = None
+_blas_count = -1
 
 
 def default_threads() -> int:
@@ -36,12 +37,17 @@ def set_threads(n: int, blas_threads: int | None = None) -> int:
     `blas_threads` overrides the BLAS count: the fused kernels (kernels/parallel.py)
     split work across their own `n` threads and want single-threaded BLAS inside.
     """
-    global _limiter
+    global _limiter, _blas_count
     if n < 0:
         raise ValueError(f"thread count must be >= 0, got {n}")
     n = n or default_threads()
     n = min(n, numba.config.NUMBA_NUM_THREADS)
     numba.set_num_threads(n)
     parallel.set_num_threads(n)
-    _limiter = threadpool_limits(limits=n if blas_threads is None else blas_threads)
+    blas = n if blas_threads is None else blas_threads
+    # threadpool_limits rescans the loaded libraries (~1.5 ms, most of a small
+    # model's session creation): skip it when the previous call set the same count.
+    if _limiter is None or _blas_count != blas:
+        _limiter = threadpool_limits(limits=blas)
+        _blas_count = blas
     return n

@@ -34,6 +34,10 @@ def _attr_key(v: Any) -> Any:
     return ("id", id(v))
 
 
+def _attrs_key(n: Node) -> Any:
+    return tuple(sorted((k, _attr_key(v)) for k, v in n.attrs.items()))
+
+
 def _const_key(v: Any) -> Any:
     if not isinstance(v, np.ndarray) or v.size > _SMALL or v.dtype.kind in "OV":
         return None
@@ -54,21 +58,27 @@ def cse(g: Graph) -> Graph:
             ed.alias(name, seen_const[key])
         else:
             seen_const.setdefault(key, name)
-    seen: dict[Any, Node] = {}
+    # Nodes grouped by (domain, op, inputs, output count); attribute keys (costly for
+    # the long attribute lists of tree ensembles) only once a group has two nodes.
+    seen: dict[Any, list[list[Any]]] = {}
     for n in ed.nodes:
         if n.op_type in NONDETERMINISTIC or any(True for _ in n.subgraphs()) or not n.outputs:
             continue
         ins = tuple(canon.get(i, i) for i in n.inputs)
-        key = (
-            n.domain,
-            n.op_type,
-            ins,
-            len(n.outputs),
-            tuple(sorted((k, _attr_key(v)) for k, v in n.attrs.items())),
-        )
-        first = seen.get(key)
+        group = seen.setdefault((n.domain, n.op_type, ins, len(n.outputs)), [])
+        if not group:
+            group.append([None, n])
+            continue
+        attrs = _attrs_key(n)
+        first = None
+        for entry in group:
+            if entry[0] is None:
+                entry[0] = _attrs_key(entry[1])
+            if entry[0] == attrs:
+                first = entry[1]
+                break
         if first is None:
-            seen[key] = n
+            group.append([attrs, n])
             continue
         outs = [(o, f) for o, f in zip(n.outputs, first.outputs, strict=True) if o]
         if any(not f for _, f in outs) or not all(ed.can_alias(o) for o, _ in outs):
