@@ -27,7 +27,7 @@ from typing import Final
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels import ggml_simd
+from onnxexec.kernels import ggml_simd, ggml_simd_k
 from onnxexec.kernels import qtypes as q
 from onnxexec.kernels.fp16 import f16_to_f32
 from onnxexec.kernels.ggml_math import fma32
@@ -121,7 +121,7 @@ def ggml_dot(
     `raw`, `row_bytes` per row) with quantize_act's (xq, xst). Q4_1 and Q8_0 run
     ggml_simd's AVX2 kernels where the host has them (same bits)."""
     t = int(ggml_type)
-    if ggml_simd.AVAILABLE and t in ggml_simd.KINDS and out.flags.c_contiguous:
+    if t in SIMD_TYPES and t in ggml_simd.KINDS and out.flags.c_contiguous:
         x8 = np.ascontiguousarray(xq, dtype=np.int8)  # values fit: |q| <= 127
         simd_dot(raw, row_bytes, t, x8, np.ascontiguousarray(xst), out)
         return out
@@ -130,35 +130,103 @@ def ggml_dot(
     return out
 
 
-SIMD_TYPES: Final = frozenset(ggml_simd.KINDS) if ggml_simd.AVAILABLE else frozenset()
+SIMD_TYPES: Final = (
+    frozenset(ggml_simd.KINDS) | frozenset(ggml_simd_k.KINDS)
+    if ggml_simd.AVAILABLE
+    else frozenset()
+)
+
+
+def simd_ok(ggml_type: int, n_rows: int) -> bool:
+    """True when a (n_rows, K) weight of this type, as GGUF bytes, has an AVX2 kernel
+    here (Q4_K: only with n_rows % 8 == 0, the weights llama.cpp repacks)."""
+    t = int(ggml_type)
+    return t in SIMD_TYPES and (t not in ggml_simd_k.KINDS or ggml_simd_k.simd_ok(t, n_rows))
 
 
 def simd_dot(
     raw: np.ndarray,
     row_bytes: int,
     ggml_type: int,
-    x8: np.ndarray,
-    xst: np.ndarray,
+    x8: np.ndarray | None,
+    xst: np.ndarray | None,
     out: np.ndarray,
+    h: np.ndarray | None = None,
 ) -> np.ndarray:
     """ggml_simd's kernel for a type in SIMD_TYPES: x8 (T, K) int8 and xst from
-    actquant.quantize_act8, out (T, N) float32 C-contiguous."""
-    return simd_dot_many([(raw, row_bytes, ggml_type)], x8, xst, out)
+    actquant.quantize_act8 (block types), h (T, K) float32 the activations (K-quant
+    types, quantized to Q8_K here); out (T, N) float32 C-contiguous."""
+    return simd_dot_many([(raw, row_bytes, ggml_type)], x8, xst, out, h)
+
+
+_NO_X8 = np.zeros((1, 32), np.int8)
+_NO_XST = np.zeros((1, 3, 1), np.float32)
+_NO_XK = (np.zeros((1, 256), np.int8), np.zeros((1, 1), np.float32), np.zeros((1, 16), np.int32))
 
 
 def simd_dot_many(
-    ws: list[tuple[np.ndarray, int, int]], x8: np.ndarray, xst: np.ndarray, out: np.ndarray
+    ws: list[tuple[np.ndarray, int, int]],
+    x8: np.ndarray | None,
+    xst: np.ndarray | None,
+    out: np.ndarray,
+    h: np.ndarray | None = None,
 ) -> np.ndarray:
     """out (T, sum N_i) = [W_1 . x | W_2 . x | ...] for weights (GGUF bytes, row bytes,
-    ggml type in SIMD_TYPES) of one row length, in one call: the thread pool is woken
-    once (when the products are large enough, lanes.pick)."""
+    ggml type; simd_ok) of one row length, in one call: the thread pool is woken once
+    (when the products are large enough, lanes.pick). Block types read quantize_act8's
+    (x8, xst), K-quant types the float activations h (T, K) (see simd_dot)."""
+    from onnxexec.kernels.ggml_dot_k import quantize_q8_k8
+
     raws = tuple(w[0] for w in ws)
     rbs = tuple(int(w[1]) for w in ws)
-    kinds = tuple(ggml_simd.KINDS[int(w[2])] for w in ws)
+    types_ = [int(w[2]) for w in ws]
+    kinds = tuple(ggml_simd.KINDS.get(t, ggml_simd_k.KINDS.get(t, -1)) for t in types_)
     col0s, c = [], 0
     for raw, rb in zip(raws, rbs, strict=True):
         col0s.append(c)
         c += raw.shape[0] // rb
-    kern, n_chunks = pick(ggml_simd.DOT_MANY, x8.shape[0] * c * x8.shape[1])
-    kern(raws, rbs, kinds, tuple(col0s), x8, xst, out, n_chunks)
+    t_rows = out.shape[0]
+    rows4 = t_rows - t_rows % 4
+    xk4 = xk6 = _NO_XK
+    if q.Q4_K in types_:
+        xk4 = quantize_q8_k8(h, rows4)
+    if q.Q6_K in types_:
+        # the repacked Q4_K's gemm rows quantize differently (quantize_q8_k's rows4)
+        xk6 = xk4 if rows4 == 0 and xk4 is not _NO_XK else quantize_q8_k8(h, 0)
+    if xk4 is not _NO_XK and xk6 is not _NO_XK and xk4 is not xk6:
+        # both orders in one call would need two activation sets: one call per type
+        for k6 in (False, True):
+            part = [(i, w) for i, w in enumerate(ws) if (int(w[2]) == q.Q6_K) == k6]
+            cols = [col0s[i] for i, _ in part]
+            _call(
+                tuple(w[0] for _, w in part),
+                tuple(rbs[i] for i, _ in part),
+                tuple(kinds[i] for i, _ in part),
+                tuple(cols),
+                x8,
+                xst,
+                xk6 if k6 else xk4,
+                rows4,
+                out,
+            )
+        return out
+    _call(raws, rbs, kinds, tuple(col0s), x8, xst, xk6 if xk4 is _NO_XK else xk4, rows4, out)
     return out
+
+
+def _call(raws, rbs, kinds, col0s, x8, xst, xk, rows4, out) -> None:
+    n_total = sum(r.shape[0] // rb for r, rb in zip(raws, rbs, strict=True))
+    k = x8.shape[1] if x8 is not None else xk[0].shape[1]
+    kern, n_chunks = pick(ggml_simd_k.DOT_MANY, out.shape[0] * n_total * k)
+    kern(
+        raws,
+        rbs,
+        kinds,
+        col0s,
+        _NO_X8 if x8 is None else x8,
+        _NO_XST if xst is None else xst,
+        *xk,
+        rows4,
+        out,
+        n_chunks,
+    )

@@ -135,6 +135,13 @@ def quantize_q8_k(x, rows4=0):
 
 
 @nb.njit(cache=True, nogil=True)
+def quantize_q8_k8(x, rows4=0):
+    """quantize_q8_k with the values as int8 (the width of ggml_simd_k's kernels)."""
+    qs, d, bsums = quantize_q8_k(x, rows4)
+    return qs.astype(np.int8), d, bsums
+
+
+@nb.njit(cache=True, nogil=True)
 def _decode(raw, o, kind, tab, bits, qv, sc, mn):
     """Super-block at raw[o:] -> integer values qv[256] (Q6_K unsigned), scales sc[16]
     (per 16 values), mins mn[16]; returns (half d, half dmin)."""
@@ -291,6 +298,10 @@ def ggml_dot_k(
 ) -> np.ndarray:
     """out (T, N) float32 = llama.cpp's products of K-quant weight rows (GGUF bytes)
     with x (T, K) float32 (quantized to Q8_K here)."""
+    from onnxexec.kernels.ggml_dot import simd_dot, simd_ok
+
+    if simd_ok(ggml_type, out.shape[1]) and out.flags.c_contiguous:  # ggml_simd_k, same bits
+        return simd_dot(raw, row_bytes, ggml_type, None, None, out, np.ascontiguousarray(x))
     kind, bsize = K_TYPES[int(ggml_type)]
     rows4 = 0
     if kind == 4 and out.shape[1] % 8 == 0:

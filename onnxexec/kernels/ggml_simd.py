@@ -38,8 +38,9 @@ AVAILABLE: Final = not nb.config.DISABLE_JIT and all(
 ROWS: Final = 4  # weight rows per intrinsic call (one prefetch distance)
 Q4_1_KIND: Final = 0
 Q8_0_KIND: Final = 1
-KINDS: Final = {q.Q4_1: Q4_1_KIND, q.Q8_0: Q8_0_KIND}  # ggml type -> kernel kind
-_BSIZE: Final = {Q4_1_KIND: q.Q4_1_BYTES, Q8_0_KIND: q.Q8_0_BYTES}
+Q5_0_KIND: Final = 2
+KINDS: Final = {q.Q4_1: Q4_1_KIND, q.Q8_0: Q8_0_KIND, q.Q5_0: Q5_0_KIND}  # ggml type -> kind
+_BSIZE: Final = {Q4_1_KIND: q.Q4_1_BYTES, Q8_0_KIND: q.Q8_0_BYTES, Q5_0_KIND: q.Q5_0_BYTES}
 
 _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 _F32 = ir.FloatType()
@@ -80,6 +81,26 @@ def _lane_sums(builder: ir.IRBuilder, ux: Any, sy: Any) -> Any:
     madd_wd = _fn(builder, "llvm.x86.avx2.pmadd.wd", _V8I32, [_V16I16, _V16I16])
     p = builder.call(madd_ub, [ux, sy])
     return builder.call(madd_wd, [p, ir.Constant(_V16I16, [1] * 16)])
+
+
+def _lane_sums_signed(builder: ir.IRBuilder, psign: Any, qv: Any, xv: Any) -> Any:
+    """_lane_sums of signed weight bytes qv: their signs moved onto the activations
+    (mul_sum_i8_pairs_float: _mm256_sign_epi8)."""
+    return _lane_sums(builder, builder.call(psign, [qv, qv]), builder.call(psign, [xv, qv]))
+
+
+def _q5_0_values(builder: ir.IRBuilder, wp: Any, bp: Any) -> Any:
+    """The 32 values of the Q5_0 block at byte bp of wp, as <32 x i8> in -16..15: value
+    i = nibble i (low nibbles of qs, then high) | bit i of the little-endian qh << 4,
+    minus 16 (bytes_from_nibbles_32 | bytes_from_bits_32 in ggml_vec_dot_q5_0_q8_0)."""
+    qb = _load(builder, wp, builder.add(bp, _I64(6)), _V16I8)
+    lo = builder.and_(qb, ir.Constant(_V16I8, [15] * 16))
+    hi = builder.lshr(qb, ir.Constant(_V16I8, [4] * 16))
+    nib = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(_I32, 32), list(range(32))))
+    qh = _load(builder, wp, builder.add(bp, _I64(2)), _I32)
+    bits = builder.zext(builder.bitcast(qh, ir.VectorType(ir.IntType(1), 32)), _V32I8)
+    v = builder.or_(nib, builder.shl(bits, ir.Constant(_V32I8, [4] * 32)))
+    return builder.sub(v, ir.Constant(_V32I8, [16] * 32))
 
 
 def _hsum8(builder: ir.IRBuilder, acc: Any) -> Any:
@@ -138,11 +159,11 @@ def _make_dot(kind: int, rows: int) -> Any:
                         hi = builder.lshr(qb, ir.Constant(_V16I8, [4] * 16))
                         idx = ir.Constant(ir.VectorType(_I32, 32), list(range(32)))
                         s = _lane_sums(builder, builder.shuffle_vector(lo, hi, idx), xv)
+                    elif kind == Q5_0_KIND:
+                        s = _lane_sums_signed(builder, psign, _q5_0_values(builder, wp, bp), xv)
                     else:
                         qb = _load(builder, wp, builder.add(bp, _I64(2)), _V32I8)
-                        ax = builder.call(psign, [qb, qb])
-                        sy = builder.call(psign, [xv, qb])
-                        s = _lane_sums(builder, ax, sy)
+                        s = _lane_sums_signed(builder, psign, qb, xv)
                     dd = _splat8(builder, builder.fmul(d, xd))
                     acc = builder.call(fma8, [dd, builder.sitofp(s, _V8F32), builder.load(accs[r])])
                     builder.store(acc, accs[r])
@@ -165,10 +186,12 @@ _DOT_Q4_1_R = _make_dot(Q4_1_KIND, ROWS)
 _DOT_Q4_1_1 = _make_dot(Q4_1_KIND, 1)
 _DOT_Q8_0_R = _make_dot(Q8_0_KIND, ROWS)
 _DOT_Q8_0_1 = _make_dot(Q8_0_KIND, 1)
+_DOT_Q5_0_R = _make_dot(Q5_0_KIND, ROWS)
+_DOT_Q5_0_1 = _make_dot(Q5_0_KIND, 1)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _rows(raw, row_bytes, kind, x8, xst, out, col0, n0, n1):
+def rows(raw, row_bytes, kind, x8, xst, out, col0, n0, n1):
     """out[t, col0 + n] for the weight rows n in [n0, n1) and every activation row t
     (see `_make_dot`)."""
     T, K = x8.shape
@@ -187,10 +210,15 @@ def _rows(raw, row_bytes, kind, x8, xst, out, col0, n0, n1):
                     _DOT_Q4_1_R(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
                 else:
                     _DOT_Q4_1_1(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
+            elif kind == Q8_0_KIND:
+                if step == ROWS:
+                    _DOT_Q8_0_R(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
+                else:
+                    _DOT_Q8_0_1(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
             elif step == ROWS:
-                _DOT_Q8_0_R(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
+                _DOT_Q5_0_R(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
             else:
-                _DOT_Q8_0_1(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
+                _DOT_Q5_0_1(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
         r += step
 
 
@@ -215,7 +243,7 @@ def _dot_many(raws, row_bytes, kinds, col0s, x8, xst, out, n_chunks):
                 n = raws[i].shape[0] // row_bytes[i]
                 n0 = (a - gs[i]) * ROWS
                 n1 = min(n, (b - gs[i]) * ROWS)
-                _rows(raws[i], row_bytes[i], kinds[i], x8, xst, out, col0s[i], n0, n1)
+                rows(raws[i], row_bytes[i], kinds[i], x8, xst, out, col0s[i], n0, n1)
 
 
 DOT_MANY = twins(_dot_many)

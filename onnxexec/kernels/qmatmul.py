@@ -36,7 +36,7 @@ from onnxexec.kernels import ggml_matmul as ggml_matmul_module
 from onnxexec.kernels import qtypes as q
 from onnxexec.kernels.actquant import quantize_act
 from onnxexec.kernels.dequant import SUPPORTED_TYPES, block_geometry, dequantize, dequantize_into
-from onnxexec.kernels.ggml_dot import SIMD_TYPES
+from onnxexec.kernels.ggml_dot import SIMD_TYPES, simd_ok
 from onnxexec.kernels.ggml_dot_k import TILED_MIN_T, quantize_q8_k
 from onnxexec.kernels.ggml_matmul import RAW_TYPES as GGML_RAW_TYPES
 from onnxexec.kernels.ggml_matmul import ROUTED_TYPES as GGML_ROUTED_TYPES
@@ -96,6 +96,35 @@ def prepare_weight(raw: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> Q
     """Raw GGUF bytes of a (N, K) weight -> QWeight (relayout for the fast types; the
     raw bytes are kept as they are, zero-copy, for the others). 1-D shapes are (1, K)."""
     t = int(ggml_type)
+    flat, shp = _checked_bytes(raw, t, shape)
+    n, k = shp
+    if relayouted(t, n):
+        layout, a = _lanes_stack([flat], t, [n], k)
+        release_pages(flat)
+        return _with_arrays(QWeight(t, shp, layout, {}), shp, a)
+    if t == q.F32:
+        return QWeight(t, shp, "f32", {"w": dequantize(flat, t, shp)})
+    block, size = block_geometry(t)
+    return QWeight(t, shp, "raw", {"raw": flat, "row_bytes": k // block * size})
+
+
+def relayouted(ggml_type: int, n_rows: int) -> bool:
+    """True when prepare_weight copies a (n_rows, K) weight of this type into a lanes
+    layout (else it keeps the GGUF bytes, or a float32 view for F32)."""
+    t = int(ggml_type)
+    if t in K_EXACT_TYPES and lanes_ok(t, n_rows) and not simd_ok(t, n_rows):
+        return True  # llama.cpp's order on lanes (qmv_exact_k)
+    # -- llama.cpp-order kernels (F4, ggml_matmul.py): these types keep their GGUF bytes
+    if t in GGML_RAW_TYPES or t in SIMD_TYPES:  # SIMD_TYPES: ggml_simd's AVX2 kernels
+        return False
+    # -- end F4
+    return t in _NIB_TYPES or t == q.Q8_0 or t == q.Q6_K
+
+
+def _checked_bytes(
+    raw: np.ndarray, t: int, shape: tuple[int, ...]
+) -> tuple[np.ndarray, tuple[int, int]]:
+    """The weight's bytes as a flat uint8 view and its (N, K) shape, checked."""
     shp = tuple(int(s) for s in shape)
     if len(shp) == 1:
         shp = (1, shp[0])
@@ -110,21 +139,28 @@ def prepare_weight(raw: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> Q
             f"{q.type_name(t)} weight {shp}: expected {need} bytes "
             f"(row length a multiple of {block}), got {flat.size}"
         )
-    if t in K_EXACT_TYPES and lanes_ok(t, n):  # llama.cpp's order on lanes (qmv_exact_k)
-        w = _lanes_weight(flat, t, n, k, size * (k // block))
+    return flat, (n, k)
+
+
+def prepare_fused(
+    raws: list[np.ndarray], ggml_type: int, shapes: list[tuple[int, ...]]
+) -> tuple[QWeight, list[QWeight]]:
+    """fuse_rows([prepare_weight(r, ggml_type, s) for r, s in zip(raws, shapes)]),
+    built in place: every part is relayouted straight into its rows of the fused
+    arrays, so no per-part copy exists even for a moment (the file pages read are
+    released as they are done). All parts must be `relayouted`, with one row length."""
+    t = int(ggml_type)
+    checked = [_checked_bytes(r, t, s) for r, s in zip(raws, shapes, strict=True)]
+    k = checked[0][1][1]
+    if not all(shp[1] == k and relayouted(t, shp[0]) for _, shp in checked):
+        raise ValueError(f"prepare_fused: not relayouted weights of one row length: {shapes}")
+    ns = [shp[0] for _, shp in checked]
+    layout, a = _lanes_stack([flat for flat, _ in checked], t, ns, k)
+    for flat, _ in checked:
         release_pages(flat)
-        return w
-    # -- llama.cpp-order kernels (F4, ggml_matmul.py): these types keep their GGUF bytes
-    if t in GGML_RAW_TYPES or t in SIMD_TYPES:  # SIMD_TYPES: ggml_simd's AVX2 kernels
-        return QWeight(t, shp, "raw", {"raw": flat, "row_bytes": k // block * size})
-    # -- end F4
-    if t in _NIB_TYPES or t == q.Q8_0 or t == q.Q6_K:
-        w = _lanes_weight(flat, t, n, k, size * (k // block))
-        release_pages(flat)
-        return w
-    if t == q.F32:
-        return QWeight(t, shp, "f32", {"w": dequantize(flat, t, shp)})
-    return QWeight(t, shp, "raw", {"raw": flat, "row_bytes": k // block * size})
+    ng = sum(-(-n // LANES) for n in ns)
+    fused = _with_arrays(QWeight(t, (ng * LANES, k), layout, {}), (ng * LANES, k), a)
+    return fused, _parts(fused, [QWeight(t, shp, layout, {}) for _, shp in checked])
 
 
 RELAYOUT_ROWS: Final = 2048  # rows relayouted at a time: bounds the temporaries
@@ -138,26 +174,35 @@ def _layout(raw: np.ndarray, t: int, n: int, k: int) -> tuple[str, dict[str, Any
     return "nib", nib_layout(raw, t, n, k)
 
 
-def _lanes_weight(flat: np.ndarray, t: int, n: int, k: int, row_bytes: int) -> QWeight:
-    """The lanes layout of a (n, k) weight, built RELAYOUT_ROWS rows at a time into the
-    final arrays (the numpy relayout makes a few temporary copies of its input)."""
-    layout, a = _layout(flat[: min(n, RELAYOUT_ROWS) * row_bytes], t, min(n, RELAYOUT_ROWS), k)
-    if n > RELAYOUT_ROWS:
-        probe = QWeight(t, (min(n, RELAYOUT_ROWS), k), layout, a)
-        keys = _grouped_keys(probe)
-        ng = -(-n // LANES)
-        full = dict(a)
-        for key in keys:
-            full[key] = np.empty((ng, *a[key].shape[1:]), a[key].dtype)
-            full[key][: a[key].shape[0]] = a[key]
-        for r0 in range(RELAYOUT_ROWS, n, RELAYOUT_ROWS):
+def _lanes_stack(
+    flats: list[np.ndarray], t: int, ns: list[int], k: int
+) -> tuple[str, dict[str, Any]]:
+    """The lanes layout of weights (n_i, k) stacked row-wise, each part starting on a
+    LANES boundary, built RELAYOUT_ROWS rows at a time into the final arrays (the
+    numpy relayout makes a few temporary copies of its input)."""
+    block, size = block_geometry(t)
+    row_bytes = k // block * size
+    first = min(ns[0], RELAYOUT_ROWS)
+    layout, a = _layout(flats[0][: first * row_bytes], t, first, k)
+    if len(ns) == 1 and ns[0] == first:
+        return layout, a
+    keys = _grouped_keys(QWeight(t, (first, k), layout, a))
+    ngs = [-(-n // LANES) for n in ns]
+    full = dict(a)
+    for key in keys:
+        full[key] = np.empty((sum(ngs), *a[key].shape[1:]), a[key].dtype)
+    g0 = 0
+    for flat, n, ng in zip(flats, ns, ngs, strict=True):
+        for r0 in range(0, n, RELAYOUT_ROWS):
             rows = min(RELAYOUT_ROWS, n - r0)
-            _, part = _layout(flat[r0 * row_bytes : (r0 + rows) * row_bytes], t, rows, k)
-            g0 = r0 // LANES
+            if a is None:
+                _, a = _layout(flat[r0 * row_bytes : (r0 + rows) * row_bytes], t, rows, k)
+            gs = g0 + r0 // LANES
             for key in keys:
-                full[key][g0 : g0 + part[key].shape[0]] = part[key]
-        a = full
-    return _with_arrays(QWeight(t, (n, k), layout, {}), (n, k), a)
+                full[key][gs : gs + a[key].shape[0]] = a[key]
+            a = None
+        g0 += ng
+    return layout, full
 
 
 def release_pages(raw: np.ndarray) -> None:
@@ -332,15 +377,21 @@ def fuse_rows(ws: list[QWeight]) -> tuple[QWeight, list[QWeight]]:
         arrays[key] = np.concatenate([w.arrays[key] for w in ws])
     ng = arrays[keys[0]].shape[0]
     fused = _with_arrays(w0, (ng * LANES, k), arrays)
+    return fused, _parts(fused, ws)
+
+
+def _parts(fused: QWeight, ws: list[QWeight]) -> list[QWeight]:
+    """ws re-made as views of the consecutive LANES-aligned row groups of `fused`."""
+    keys = _grouped_keys(fused)
     parts, g0 = [], 0
     for w in ws:
         ngi = -(-w.shape[0] // LANES)
-        view = dict(arrays)
+        view = dict(fused.arrays)
         for key in keys:
-            view[key] = arrays[key][g0 : g0 + ngi]
+            view[key] = fused.arrays[key][g0 : g0 + ngi]
         parts.append(_with_arrays(w, w.shape, view, fused, g0 * LANES))
         g0 += ngi
-    return fused, parts
+    return parts
 
 
 def _with_arrays(

@@ -97,6 +97,7 @@ class GGUFFile:
 
 
 _U64 = struct.Struct("<Q")
+_CHUNK = 1 << 16  # bytes copied out of the map at a time by _Cursor._strings
 
 
 class _Cursor:
@@ -136,20 +137,28 @@ class _Cursor:
 
     def _strings(self, n: int) -> list[str] | None:
         """n strings in one tight loop; None (position unchanged) if any runs past the
-        end, so that the per-element path raises its precise error."""
+        end, so that the per-element path raises its precise error.
+
+        The map is read through `bytes` chunks: slicing bytes is several times cheaper
+        than slicing the memoryview, which matters for ~100k vocabulary strings."""
         buf, pos, end = self.buf, self.pos, len(self.buf)
         unpack = _U64.unpack_from
         out = []
         append = out.append
+        chunk, o = b"", 0  # chunk = buf[pos - o : ...]; o = pos's offset in it
         for _ in range(n):
-            if pos + 8 > end:
-                return None
-            (m,) = unpack(buf, pos)
-            pos += 8
-            if pos + m > end:
-                return None
-            append(str(buf[pos : pos + m], "utf-8", "surrogateescape"))
-            pos += m
+            if o + 8 > len(chunk):
+                if pos + 8 > end:
+                    return None
+                chunk, o = bytes(buf[pos : pos + _CHUNK]), 0
+            (m,) = unpack(chunk, o)
+            if o + 8 + m > len(chunk):
+                if pos + 8 + m > end:
+                    return None
+                chunk, o = bytes(buf[pos : pos + max(_CHUNK, 8 + m)]), 0
+            append(str(chunk[o + 8 : o + 8 + m], "utf-8", "surrogateescape"))
+            o += 8 + m
+            pos += 8 + m
         self.pos = pos
         return out
 

@@ -23,7 +23,8 @@ import numpy as np
 
 from onnxexec.kernels.actquant import quantize_act, quantize_act8
 from onnxexec.kernels.attention import ggml_n_kv
-from onnxexec.kernels.ggml_dot import SIMD_TYPES, simd_dot_many
+from onnxexec.kernels.ggml_dot import simd_dot_many, simd_ok
+from onnxexec.kernels.ggml_dot_k import K_TYPES as K_SIMD_TYPES
 from onnxexec.kernels.llm_fused import (
     ATTEND_ONE,
     norm_quant,
@@ -52,17 +53,20 @@ def _all_simd(ws: tuple[Any, ...], t_rows: int, mode: str) -> bool:
     return all(
         isinstance(w, QWeight)
         and w.layout == "raw"
-        and w.ggml_type in SIMD_TYPES
+        and simd_ok(w.ggml_type, w.shape[0])
         and w.shape[1] == ws[0].shape[1]
         for w in ws
     )
 
 
-def _simd_products(x8: np.ndarray, xst: np.ndarray, ws: tuple[Any, ...]) -> np.ndarray:
-    """[x @ w^T for w in ws] side by side, (T, sum N) f32, from quantize_act8(x)."""
-    y = np.empty((x8.shape[0], sum(w.shape[0] for w in ws)), np.float32)
+def _simd_products(
+    x8: np.ndarray | None, xst: np.ndarray | None, ws: tuple[Any, ...], x: np.ndarray
+) -> np.ndarray:
+    """[x @ w^T for w in ws] side by side, (T, sum N) f32, from (x8, xst) =
+    quantize_act8(x) (None when every weight is a K-quant: they quantize x to Q8_K)."""
+    y = np.empty((x.shape[0], sum(w.shape[0] for w in ws)), np.float32)
     return simd_dot_many(
-        [(w.arrays["raw"], w.arrays["row_bytes"], w.ggml_type) for w in ws], x8, xst, y
+        [(w.arrays["raw"], w.arrays["row_bytes"], w.ggml_type) for w in ws], x8, xst, y, x
     )
 
 
@@ -75,7 +79,7 @@ def _project(
     if _all_simd(ws, t_rows, mode):
         x = np.ascontiguousarray(x, dtype=np.float32)
         h = np.empty_like(x)
-        y = _simd_products(*norm_quant8(x, norm_w, np.float32(eps), h), ws)
+        y = _simd_products(*norm_quant8(x, norm_w, np.float32(eps), h), ws, h)
         offs, c = [], 0
         for w in ws:
             offs.append(c)
@@ -262,7 +266,10 @@ def _attend_one_token(
 def _out_product(a: np.ndarray, w: Any, mode: str) -> np.ndarray:
     """a @ w^T, through qmatmul_q when w takes the int8 path (same bits as qmatmul)."""
     if _all_simd((w,), a.shape[0], mode):
-        return _simd_products(*quantize_act8(a), (w,))
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        if w.ggml_type in K_SIMD_TYPES:  # Q8_K activations, quantized by the kernel's caller
+            return _simd_products(None, None, (w,), a)
+        return _simd_products(*quantize_act8(a), (w,), a)
     if _all_int8((w,), a.shape[0], mode):
         aq, ast = quantize_act(a)
         return qmatmul_q(aq, ast, w, np.empty((a.shape[0], w.shape[0]), np.float32))
@@ -286,7 +293,7 @@ def ffn_block(
     if g.shape[0] == 1 and act == "silu_ggml":
         f = np.empty(g.shape, np.float32)
         if _all_simd((wd,), 1, mode):
-            return x + _simd_products(*swiglu_quant8(g, u, f), (wd,))
+            return x + _simd_products(*swiglu_quant8(g, u, f), (wd,), f)
         fq, fst = swiglu_quant(g, u, f)
         if _all_int8((wd,), 1, mode):
             return x + qmatmul_q(fq, fst, wd, np.empty((1, wd.shape[0]), np.float32))

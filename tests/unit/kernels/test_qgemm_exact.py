@@ -86,12 +86,13 @@ def _k_weight(t: int, n: int, k: int, rng, extreme: bool = False) -> np.ndarray:
 @pytest.mark.parametrize("t", [q.Q4_K, q.Q6_K])
 @pytest.mark.parametrize("t_rows", [8, 19, 2 * TILE_T + 4])
 @pytest.mark.parametrize("extreme", [False, True])
-def test_k_tiles_equal_ggml_dot_k(t, t_rows, extreme):
+def test_k_tiles_equal_ggml_dot_k(t, t_rows, extreme, monkeypatch):
     """qmatmul's tiled K-quant path (rows >= 8; Q4_K's last T % 4 rows in the gemv
     order) == ggml_dot_k; extreme blocks check the float32 exactness bounds."""
     rng = np.random.default_rng(t * 10 + t_rows)
     n, k = 136, 512
     raw = _k_weight(t, n, k, rng, extreme)
+    monkeypatch.setattr(qm, "simd_ok", lambda *_: False)  # the lanes layout, not AVX2 bytes
     w = qm.prepare_weight(raw, t, (n, k))
     assert w.layout != "raw"
     x = (rng.standard_normal((t_rows, k)) * 2).astype(np.float32)

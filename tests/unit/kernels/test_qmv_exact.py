@@ -136,6 +136,7 @@ def test_k_exact_lanes_equal_ggml_dot_k(t, t_rows, monkeypatch):
     else:
         raw[:, 208:210] = half[:, :2]
     raw = raw.reshape(-1)
+    monkeypatch.setattr(qm, "simd_ok", lambda *_: False)  # the lanes layout, not AVX2 bytes
     w = qm.prepare_weight(raw, t, (n, k))
     assert w.layout != "raw"
     x = (rng.standard_normal((t_rows, k)) * 2).astype(np.float32)

@@ -1,0 +1,353 @@
+"""Q4_K and Q6_K x Q8_K dot products written as AVX2 code, on the GGUF bytes as they are.
+
+The orders are ggml_dot_k.dot_k's (see there for the llama.cpp sources). Every one of
+them reduces integer products exactly before its first float step, so the integer
+part runs here as vector code and the few float steps per super-block (and row) run
+as scalar numba code with ggml_math.fma32, exactly as dot_k writes them:
+
+- Q4_K, rows a multiple of 8 (llama.cpp repacks them, q4_K_8x8_q8_K): per 64-value
+  chunk c of a super-block, the 32 low nibbles of qs[32c:32c + 32] are the values of
+  sub-block 2c and the high nibbles those of sub-block 2c + 1; `_mm256_maddubs_epi16`
+  with the activations, then `_mm256_madd_epi16` with the sub-block scale broadcast,
+  give int32 sums of sc q x; their total over the super-block (gemv) or each chunk
+  (gemm rows) is `tot`, the min term `tmin` comes from the bsums.
+- Q6_K: per 32 values (ql nibble | qh bit pair << 4, unsigned 0..63) maddubs, then
+  madd with the two 16-value scales (sign-extended int8) give 8 int32 lanes, lane l
+  summing the values 4l..4l+3 of every 32; lane l loses 32 (sc[2l] bsums[2l] +
+  sc[2l+1] bsums[2l+1]) (the -32 offset, as ggml_vec_dot_q6_K_q8_K). Below 8
+  activation rows each lane goes to its own float accumulator (vec_dot), from 8 rows
+  on their total does (ggml-cpu/tiled).
+
+numba has no vector types: the integer parts are `@intrinsic`s emitting LLVM IR (as
+ggml_simd.py), inlined into the numba row loops below. Q4_K weights whose row count
+is not a multiple of 8 (un-repacked in llama.cpp) are not handled here (`simd_ok`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numba as nb
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+from onnxexec.kernels import qtypes as q
+from onnxexec.kernels.ggml_simd import (
+    _F32,
+    _I8,
+    _I16,
+    _I32,
+    _I64,
+    _V8F32,
+    _V8I32,
+    _V16I16,
+    _V32I8,
+    ROWS,
+    _fn,
+    _half,
+    _hsum8,
+    _load,
+    _splat8,
+    rows,
+)
+from onnxexec.kernels.lanes import twins
+
+Q4_K_KIND: Final = 16  # kinds beside ggml_simd's (Q4_1 0, Q8_0 1, Q5_0 2)
+Q6_K_KIND: Final = 17
+KINDS: Final = {q.Q4_K: Q4_K_KIND, q.Q6_K: Q6_K_KIND}
+TILED_MIN_T: Final = 8  # ggml_dot_k.TILED_MIN_T (not imported: ggml_dot_k imports us)
+QK_K: Final = 256
+
+_V16I8 = ir.VectorType(_I8, 16)
+_V16I32 = ir.VectorType(_I32, 16)
+
+
+def simd_ok(ggml_type: int, n_rows: int) -> bool:
+    """True when a (n_rows, K) weight of this type has a kernel here."""
+    return ggml_type == q.Q6_K or (ggml_type == q.Q4_K and n_rows % 8 == 0)
+
+
+def _arg_ptrs(context: Any, builder: ir.IRBuilder, sig: Any, args: Any, idx: tuple) -> list:
+    return [context.make_array(sig.args[i])(context, builder, args[i]).data for i in idx]
+
+
+def _madd(builder: ir.IRBuilder, u8: Any, x: Any, scale16: Any) -> Any:
+    """<8 x i32> lane l = sum over i = 4l..4l+3 of scale(i) u8[i] x[i] (u8 unsigned,
+    x signed bytes; u8 <= 63, so maddubs never saturates)."""
+    madd_ub = _fn(builder, "llvm.x86.avx2.pmadd.ub.sw", _V16I16, [_V32I8, _V32I8])
+    madd_wd = _fn(builder, "llvm.x86.avx2.pmadd.wd", _V8I32, [_V16I16, _V16I16])
+    return builder.call(madd_wd, [builder.call(madd_ub, [u8, x]), scale16])
+
+
+def _hsum_i32(builder: ir.IRBuilder, v: Any, lanes: range = range(8)) -> Any:
+    """The (exact) sum of v's int32 lanes `lanes`."""
+    e = [builder.extract_element(v, _I32(i)) for i in lanes]
+    s = e[0]
+    for x in e[1:]:
+        s = builder.add(s, x)
+    return s
+
+
+def _c(typ: ir.VectorType, v: int) -> Any:
+    return ir.Constant(typ, [v] * typ.count)
+
+
+def _pair_sums(builder: ir.IRBuilder, v16: Any) -> Any:
+    """<16 x i32> -> <8 x i32>: lane l = v16[2l] + v16[2l + 1]."""
+    undef = ir.Constant(_V16I32, ir.Undefined)
+    even = builder.shuffle_vector(v16, undef, ir.Constant(_V8I32, list(range(0, 16, 2))))
+    odd = builder.shuffle_vector(v16, undef, ir.Constant(_V8I32, list(range(1, 16, 2))))
+    return builder.add(even, odd)
+
+
+def _q4k_scales(builder: ir.IRBuilder, wp: Any, o: Any) -> tuple[Any, Any]:
+    """(scales, mins) of the Q4_K super-block at byte o, as <8 x i32> (sub-block j in
+    lane j): get_scale_min_k4 for all 8 at once (the utmp / kmask steps of
+    ggml_vec_dot_q4_K_q8_K)."""
+    u = [_load(builder, wp, builder.add(o, _I64(4 + 4 * k)), _I32) for k in range(3)]
+    km1, km2, km3 = _I32(0x3F3F3F3F), _I32(0x0F0F0F0F), _I32(0x03030303)
+    sh = builder.lshr
+    u3 = builder.or_(
+        builder.and_(sh(u[2], _I32(4)), km2),
+        builder.shl(builder.and_(sh(u[1], _I32(6)), km3), _I32(4)),
+    )
+    u2 = builder.and_(u[1], km1)
+    u1 = builder.or_(
+        builder.and_(u[2], km2), builder.shl(builder.and_(sh(u[0], _I32(6)), km3), _I32(4))
+    )
+    u0 = builder.and_(u[0], km1)
+    v2 = ir.VectorType(_I32, 2)
+
+    def bytes8(a: Any, b: Any) -> Any:
+        v = builder.insert_element(ir.Constant(v2, ir.Undefined), a, _I32(0))
+        v = builder.insert_element(v, b, _I32(1))
+        return builder.zext(builder.bitcast(v, ir.VectorType(_I8, 8)), _V8I32)
+
+    return bytes8(u0, u1), bytes8(u2, u3)
+
+
+def _make_k_dot(kind: int, rows: int, variant: bool) -> Any:
+    """An intrinsic dot(w, off, stride, nsb, x8, xo, xd, xdo, bs, bo, out, o): for r <
+    `rows`, out[o + r] = the product of the Q4_K / Q6_K weight row at byte off + r *
+    stride of w (u8, nsb super-blocks) with the Q8_K activations x8[xo:] (i8), their
+    scales xd[xdo:] (f32) and bsums bs[bo:] (i32). `variant`: Q4_K's gemm order (per
+    64 values), Q6_K's tiled order. Offsets index the flat data of C arrays."""
+    bsize = q.Q4_K_BYTES if kind == Q4_K_KIND else q.Q6_K_BYTES
+
+    @intrinsic
+    def dot(typingctx, w, off, stride, nsb, x8, xo, xd, xdo, bs, bo, out, o):
+        ip = types.intp
+        sig = types.void(w, ip, ip, ip, x8, ip, xd, ip, bs, ip, out, ip)
+
+        def codegen(context, builder, signature, args):
+            wp, xp, dp, bp, op = _arg_ptrs(context, builder, signature, args, (0, 4, 6, 8, 10))
+            off_, stride_, nsb_, _, xo_, _, xdo_, _, bo_, _, o_ = args[1:]
+            fma8 = _fn(builder, "llvm.fma.v8f32", _V8F32, [_V8F32] * 3)
+            fma1 = _fn(builder, "llvm.fma.f32", _F32, [_F32] * 3)
+            pf = _fn(builder, "llvm.prefetch.p0", ir.VoidType(), [wp.type, _I32, _I32, _I32])
+            if kind == Q6_K_KIND and not variant:
+                zero = ir.Constant(_V8F32, [0.0] * 8)
+            else:
+                zero = _F32(0.0)
+            accs = [cgutils.alloca_once_value(builder, zero) for _ in range(rows)]
+            accms = [cgutils.alloca_once_value(builder, _F32(0.0)) for _ in range(rows)]
+            ahead = builder.mul(stride_, _I64(rows))
+            with cgutils.for_range(builder, nsb_) as loop:
+                i = loop.index
+                xo = builder.add(xo_, builder.mul(i, _I64(QK_K)))
+                xv = [_load(builder, xp, builder.add(xo, _I64(32 * c)), _V32I8) for c in range(8)]
+                yd = builder.load(builder.gep(dp, [builder.add(xdo_, i)]))
+                bsp = builder.gep(bp, [builder.add(bo_, builder.mul(i, _I64(16)))])
+                bsv = builder.load(builder.bitcast(bsp, _V16I32.as_pointer()), align=4)
+                for r in range(rows):
+                    o = builder.add(
+                        builder.add(off_, builder.mul(stride_, _I64(r))),
+                        builder.mul(i, _I64(bsize)),
+                    )
+                    for k in range(0, bsize, 64):  # the same blocks `rows` rows ahead
+                        p = builder.gep(wp, [builder.add(builder.add(o, ahead), _I64(k))])
+                        builder.call(pf, [p, _I32(0), _I32(3), _I32(1)])
+                    if kind == Q4_K_KIND:
+                        _q4k_block(builder, wp, o, xv, yd, bsv, accs[r], accms[r], variant, fma1)
+                    else:
+                        _q6k_block(builder, wp, o, xv, yd, bsv, accs[r], variant, fma1, fma8)
+            for r in range(rows):
+                acc = builder.load(accs[r])
+                if kind == Q4_K_KIND:
+                    res = builder.fsub(acc, builder.load(accms[r]))
+                elif variant:
+                    res = acc
+                else:
+                    res = _hsum8(builder, acc)
+                builder.store(res, builder.gep(op, [builder.add(o_, _I64(r))]))
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return dot
+
+
+def _q4k_block(builder, wp, o, xv, yd, bsv, acc_p, accm_p, gemm, fma1) -> None:
+    """One Q4_K super-block of one row into its (acc, accm) (see the module docstring)."""
+    sc, mn = _q4k_scales(builder, wp, o)
+    sc16 = builder.trunc(sc, ir.VectorType(_I16, 8))
+    dd = builder.fmul(_half(builder, wp, o), yd)
+    dm = builder.fmul(_half(builder, wp, builder.add(o, _I64(2))), yd)
+    mins = builder.mul(mn, _pair_sums(builder, bsv))  # lane j: min_j (bsums 2j + 2j+1)
+    undef8 = ir.Constant(ir.VectorType(_I16, 8), ir.Undefined)
+    parts = []
+    for c in range(4):
+        qb = _load(builder, wp, builder.add(o, _I64(16 + 32 * c)), _V32I8)
+        s_lo = builder.shuffle_vector(sc16, undef8, ir.Constant(_V16I32, [2 * c] * 16))
+        s_hi = builder.shuffle_vector(sc16, undef8, ir.Constant(_V16I32, [2 * c + 1] * 16))
+        lo = _madd(builder, builder.and_(qb, _c(_V32I8, 15)), xv[2 * c], s_lo)
+        hi = _madd(builder, builder.lshr(qb, _c(_V32I8, 4)), xv[2 * c + 1], s_hi)
+        parts.append(builder.add(lo, hi))
+    if gemm:  # per 64 values: acc, accm updated four times
+        for c in range(4):
+            tot = _hsum_i32(builder, parts[c])
+            tmin = _hsum_i32(builder, mins, range(2 * c, 2 * c + 2))
+            _fma_to(builder, fma1, tot, dd, acc_p)
+            _fma_to(builder, fma1, tmin, dm, accm_p)
+        return
+    tot = _hsum_i32(
+        builder, builder.add(builder.add(parts[0], parts[1]), builder.add(parts[2], parts[3]))
+    )
+    _fma_to(builder, fma1, tot, dd, acc_p)
+    _fma_to(builder, fma1, _hsum_i32(builder, mins), dm, accm_p)
+
+
+def _fma_to(builder: ir.IRBuilder, fma1: Any, isum: Any, d: Any, acc_p: Any) -> None:
+    """*acc_p = fma(float(isum), d, *acc_p)."""
+    v = builder.call(fma1, [builder.sitofp(isum, _F32), d, builder.load(acc_p)])
+    builder.store(v, acc_p)
+
+
+def _q6k_block(builder, wp, o, xv, yd, bsv, acc_p, tiled, fma1, fma8) -> None:
+    """One Q6_K super-block of one row into its accumulator (8 lanes, or one if tiled)."""
+    sc8 = _load(builder, wp, builder.add(o, _I64(192)), _V16I8)
+    scv = builder.sext(sc8, _V16I16)
+    undef16 = ir.Constant(_V16I16, ir.Undefined)
+    acc = None
+    for h in range(2):
+        ql0 = _load(builder, wp, builder.add(o, _I64(64 * h)), _V32I8)
+        ql1 = _load(builder, wp, builder.add(o, _I64(64 * h + 32)), _V32I8)
+        qh = _load(builder, wp, builder.add(o, _I64(128 + 32 * h)), _V32I8)
+        for quarter in range(4):
+            ql = ql0 if quarter % 2 == 0 else ql1
+            if quarter < 2:
+                lo = builder.and_(ql, _c(_V32I8, 15))
+            else:
+                lo = builder.lshr(ql, _c(_V32I8, 4))
+            hb = builder.and_(builder.lshr(qh, _c(_V32I8, 2 * quarter)), _c(_V32I8, 3))
+            u = builder.or_(lo, builder.shl(hb, _c(_V32I8, 4)))
+            ch = 4 * h + quarter
+            idx = ir.Constant(_V16I32, [2 * ch] * 8 + [2 * ch + 1] * 8)
+            p = _madd(builder, u, xv[ch], builder.shuffle_vector(scv, undef16, idx))
+            acc = p if acc is None else builder.add(acc, p)
+    corr = _pair_sums(builder, builder.mul(builder.sext(sc8, _V16I32), bsv))
+    isum = builder.sub(acc, builder.shl(corr, _c(_V8I32, 5)))  # the -32 offset
+    dw = _half(builder, wp, builder.add(o, _I64(208)))
+    if tiled:
+        res = builder.fmul(dw, builder.sitofp(_hsum_i32(builder, isum), _F32))
+        builder.store(builder.call(fma1, [res, yd, builder.load(acc_p)]), acc_p)
+        return
+    d = _splat8(builder, builder.fmul(yd, dw))
+    builder.store(builder.call(fma8, [d, builder.sitofp(isum, _V8F32), builder.load(acc_p)]), acc_p)
+
+
+_K_DOTS = {
+    (kind, r, v): _make_k_dot(kind, r, v)
+    for kind in (Q4_K_KIND, Q6_K_KIND)
+    for r in (ROWS, 1)
+    for v in (False, True)
+}
+_Q4K_R, _Q4K_1 = _K_DOTS[Q4_K_KIND, ROWS, False], _K_DOTS[Q4_K_KIND, 1, False]
+_Q4K_GEMM_R, _Q4K_GEMM_1 = _K_DOTS[Q4_K_KIND, ROWS, True], _K_DOTS[Q4_K_KIND, 1, True]
+_Q6K_R, _Q6K_1 = _K_DOTS[Q6_K_KIND, ROWS, False], _K_DOTS[Q6_K_KIND, 1, False]
+_Q6K_TILED_R, _Q6K_TILED_1 = _K_DOTS[Q6_K_KIND, ROWS, True], _K_DOTS[Q6_K_KIND, 1, True]
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def k_rows(raw, rb, kind, xk8, xkd, xkbs, rows4, out, col0, n0, n1):
+    """out[t, col0 + n] for the weight rows n in [n0, n1) of a Q4_K / Q6_K weight (GGUF
+    bytes raw, rb per row) and every activation row t; x as Q8_K with int8 values
+    (rows t < rows4 take the repacked Q4_K's gemm order; Q6_K from TILED_MIN_T rows
+    on the tiled order)."""
+    T, K = xk8.shape
+    N = out.shape[1]
+    nsb = K // QK_K
+    tiled = T >= TILED_MIN_T
+    r = n0
+    while r < n1:
+        full = r + ROWS <= n1
+        for t in range(T):
+            xo = t * K
+            xdo = t * nsb
+            bo = t * (K // 16)
+            o = t * N + col0 + r
+            w0 = r * rb
+            if kind == Q4_K_KIND:
+                if t < rows4:
+                    if full:
+                        _Q4K_GEMM_R(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
+                    else:
+                        _Q4K_GEMM_1(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
+                elif full:
+                    _Q4K_R(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
+                else:
+                    _Q4K_1(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
+            elif tiled:
+                if full:
+                    _Q6K_TILED_R(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
+                else:
+                    _Q6K_TILED_1(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
+            elif full:
+                _Q6K_R(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
+            else:
+                _Q6K_1(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
+        r += ROWS if full else 1
+
+
+def _dot_many(raws, row_bytes, kinds, col0s, x8, xst, xk8, xkd, xkbs, rows4, out, n_chunks):
+    """ggml_simd._dot_many over weights of any kind here or in ggml_simd: block kinds
+    read x8 / xst (quantize_act8), K kinds xk8 / xkd / xkbs (Q8_K, int8 values; rows
+    below rows4 take the repacked Q4_K's gemm order). All rows K = x8.shape[1] long."""
+    nw = len(raws)
+    gs = np.zeros(nw + 1, np.int64)
+    for i in range(nw):
+        gs[i + 1] = gs[i] + -(-(raws[i].shape[0] // row_bytes[i]) // ROWS)
+    total = gs[nw]
+    n_chunks = max(1, min(total, n_chunks))
+    for c in nb.prange(n_chunks):
+        g0 = c * total // n_chunks
+        g1 = (c + 1) * total // n_chunks
+        for i in range(nw):
+            a = max(g0, gs[i])
+            b = min(g1, gs[i + 1])
+            if a < b:
+                n = raws[i].shape[0] // row_bytes[i]
+                n0 = (a - gs[i]) * ROWS
+                n1 = min(n, (b - gs[i]) * ROWS)
+                if kinds[i] >= Q4_K_KIND:
+                    k_rows(
+                        raws[i],
+                        row_bytes[i],
+                        kinds[i],
+                        xk8,
+                        xkd,
+                        xkbs,
+                        rows4,
+                        out,
+                        col0s[i],
+                        n0,
+                        n1,
+                    )
+                else:
+                    rows(raws[i], row_bytes[i], kinds[i], x8, xst, out, col0s[i], n0, n1)
+
+
+DOT_MANY = twins(_dot_many)
+"""(parallel, serial) kernels of `_dot_many` (lanes.pick chooses)."""
