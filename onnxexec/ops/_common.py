@@ -22,4 +22,6 @@ def ints(x: np.ndarray | Sequence[int] | None) -> tuple[int, ...] | None:
     """An int64 tensor input (shape, axes, pads...) as a tuple of Python ints."""
     if x is None:
         return None
+    if type(x) is np.ndarray and x.dtype.kind in "iu":
+        return tuple(x.ravel().tolist())  # tolist gives Python ints in one C call
     return tuple(int(v) for v in np.asarray(x).reshape(-1))

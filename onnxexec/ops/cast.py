@@ -112,8 +112,40 @@ def _from_strings(x: np.ndarray, dt: np.dtype, saturate: bool, round_mode: str) 
     return _cast_numeric(floats, dt, saturate, round_mode)
 
 
+# Plain numpy numbers whose conversion is a bare astype; see _direct_target.
+_PLAIN = frozenset(np.dtype(c) for c in "?bhilqBHILQefd")
+_DIRECT: dict[tuple[np.dtype, int], np.dtype | None] = {}
+
+
+def _direct_target(src: np.dtype, to: int) -> np.dtype | None:
+    """The target dtype when x.astype(it) is the whole Cast from `src`, else None.
+
+    That holds for same-type, int -> int (wraps, silently) and conversions numpy calls
+    safe, plus int -> float32/float64 (rounds, cannot overflow). Float -> int, float
+    narrowing, bool targets and every exotic or string type take the general path,
+    which silences numpy's overflow warnings and applies the spec's special rules.
+    """
+    try:
+        dt = np_dtype(to)
+    except (KeyError, ValueError, TypeError):
+        return None
+    if src not in _PLAIN or dt not in _PLAIN or dt == np.bool_:
+        return None
+    if src == dt or (src.kind in "biu" and dt.kind in "iu") or np.can_cast(src, dt, "safe"):
+        return dt
+    if src.kind in "biu" and dt in (np.dtype(np.float32), np.dtype(np.float64)):
+        return dt
+    return None
+
+
 def cast(x: np.ndarray, to: int, saturate: int = 1, round_mode: str = "up") -> np.ndarray:
     """x converted to ONNX element type `to` (a TensorProto.DataType value)."""
+    key = (x.dtype, to)
+    if key not in _DIRECT:
+        _DIRECT[key] = _direct_target(x.dtype, to)
+    direct = _DIRECT[key]
+    if direct is not None:
+        return x if x.dtype == direct else x.astype(direct)
     dt = np_dtype(to)
     src_is_str = x.dtype == _STRING or x.dtype.kind in "US"
     if dt == _STRING:

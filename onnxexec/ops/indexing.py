@@ -26,9 +26,28 @@ def _checked(indices: np.ndarray, n: int, op_name: str, what: str = "") -> np.nd
     return idx
 
 
+_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
+
+
 @op("Gather", since=1)
 def gather(data: np.ndarray, indices: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """out = data indexed by `indices` on `axis`; shape data[:axis] + indices + data[axis+1:]."""
+    ax = axis + data.ndim if axis < 0 else axis
+    if type(indices) is np.ndarray and indices.dtype in _INDEX_DTYPES and 0 <= ax < data.ndim:
+        if indices.ndim == 0 and ax == 0:  # x[i] (token or shape-dim lookup): a row copy
+            i, n = int(indices), data.shape[0]
+            if -n <= i < n:
+                return data[i, ...].copy()  # `...` keeps a 0-d array, never a scalar
+        # Fast path: np.take's default mode="raise" accepts exactly [-n, n-1] (negatives
+        # count from the end, as the spec says) and raises IndexError otherwise; on any
+        # error fall through so the message below names the op and the bad index.
+        try:
+            out = np.take(data, indices, axis=ax)
+        except IndexError:
+            pass
+        else:
+            # 0-d indices into 1-D data give a numpy (or Python, for strings) scalar.
+            return out if type(out) is np.ndarray else np.array(out, dtype=data.dtype)
     axis = norm_axis(axis, data.ndim, "Gather")
     idx = _checked(indices, data.shape[axis], "Gather", f"axis {axis}")
     return np.take(data, idx, axis=axis)

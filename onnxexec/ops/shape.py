@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -16,43 +18,70 @@ from onnxexec.ops._common import ints, norm_axes, norm_axis
 from onnxexec.ops.registry import op
 
 
-def _target_shape(in_shape: tuple[int, ...], shape: tuple[int, ...], allowzero: int) -> list[int]:
+def _target_shape(
+    in_shape: tuple[int, ...], shape: tuple[int, ...], allowzero: int
+) -> Sequence[int]:
     """Resolve 0 (copy the input dim, unless allowzero) and -1 (infer) in a Reshape shape."""
+    if min(shape, default=1) > 0 and math.prod(shape) == math.prod(in_shape):
+        return shape  # every dim given explicitly: nothing to resolve
     out = list(shape)
     if allowzero and 0 in out and -1 in out:
         raise ValueError("Reshape: allowzero=1 forbids a shape with both 0 and -1")
+    infer = []
     for i, d in enumerate(out):
-        if d == 0 and not allowzero:
-            if i >= len(in_shape):
-                raise ValueError(f"Reshape: shape[{i}] = 0 copies a dim the input {in_shape} lacks")
-            out[i] = in_shape[i]
-        elif d < -1:
+        if d > 0:
+            continue
+        if d == 0:
+            if not allowzero:
+                if i >= len(in_shape):
+                    raise ValueError(
+                        f"Reshape: shape[{i}] = 0 copies a dim the input {in_shape} lacks"
+                    )
+                out[i] = in_shape[i]
+        elif d == -1:
+            infer.append(i)
+        else:
             raise ValueError(f"Reshape: invalid dim {d} in shape {list(shape)}")
     total = math.prod(in_shape)  # exact Python ints, and ~10x cheaper than np.prod here
-    if out.count(-1) > 1:
+    if len(infer) > 1:
         raise ValueError(f"Reshape: more than one -1 in shape {list(shape)}")
-    if -1 in out:
-        known = math.prod(d for d in out if d != -1)
+    if infer:
+        out[infer[0]] = 1
+        known = math.prod(out)
         if known == 0 or total % known:
             raise ValueError(
                 f"Reshape: cannot infer -1 reshaping {list(in_shape)} to {list(shape)}"
             )
-        out[out.index(-1)] = total // known
-    if math.prod(out) != total:
+        out[infer[0]] = total // known
+    elif math.prod(out) != total:
         raise ValueError(f"Reshape: cannot reshape {list(in_shape)} to {list(shape)}")
     return out
+
+
+def _reshape(data: np.ndarray, dims: tuple[int, ...], allowzero: int) -> np.ndarray:
+    given = dims
+    if not allowzero and 0 in dims and len(dims) <= data.ndim:  # 0 copies the input dim
+        given = tuple([data.shape[i] if d == 0 else d for i, d in enumerate(dims)])
+    # No 0 and at most one -1 (numpy raises on two): numpy's inference and element
+    # count check are the spec's.
+    if min(given, default=1) >= -1 and 0 not in given:
+        try:
+            return data.reshape(given)
+        except ValueError:
+            pass  # _target_shape raises the spec-worded error
+    return data.reshape(_target_shape(data.shape, dims, allowzero))
 
 
 @op("Reshape", since=14)
 def reshape(data: np.ndarray, shape: np.ndarray, *, allowzero: int = 0) -> np.ndarray:
     """data reshaped; 0 copies the input dim (or means 0 with allowzero=1), -1 is inferred."""
-    return data.reshape(_target_shape(data.shape, ints(shape), allowzero))
+    return _reshape(data, ints(shape), allowzero)
 
 
 @op("Reshape", since=5)
 def reshape_v5(data: np.ndarray, shape: np.ndarray) -> np.ndarray:
     """Opsets 5-13: shape as an input, 0 always copies the input dim."""
-    return data.reshape(_target_shape(data.shape, ints(shape), 0))
+    return _reshape(data, ints(shape), 0)
 
 
 @op("Reshape", since=1)
@@ -63,17 +92,30 @@ def reshape_v1(
     return data.reshape(_target_shape(data.shape, tuple(shape), 0))
 
 
+@lru_cache(maxsize=256)
+def _is_permutation(perm: tuple[int, ...], rank: int) -> bool:
+    # Stricter than numpy's transpose, which also takes negative axes.
+    return sorted(perm) == list(range(rank))
+
+
 @op("Transpose", since=1)
 def transpose(data: np.ndarray, *, perm: tuple[int, ...] | None = None) -> np.ndarray:
     """Permute axes; the default reverses them."""
     if perm is None:
         return data.transpose()
-    if sorted(perm) != list(range(data.ndim)):
+    if not _is_permutation(tuple(perm), data.ndim):
         raise ValueError(f"Transpose: perm {list(perm)} is not a permutation of rank {data.ndim}")
     return data.transpose(perm)
 
 
 def _squeeze(data: np.ndarray, axes: tuple[int, ...] | None) -> np.ndarray:
+    if axes:  # fast path for valid axes; anything wrong goes on to raise below
+        r, dims = data.ndim, list(data.shape)
+        pos = sorted({a + r if a < 0 else a for a in axes}, reverse=True)
+        if 0 <= pos[-1] and pos[0] < r and all(dims[a] == 1 for a in pos):
+            for a in pos:
+                del dims[a]
+            return data.reshape(dims)
     if not axes:  # omitted or empty: every size-1 axis, as onnxruntime does
         return data.reshape([d for d in data.shape if d != 1])
     axes = norm_axes(axes, data.ndim, "Squeeze")
@@ -98,6 +140,12 @@ def squeeze_v1(data: np.ndarray, *, axes: tuple[int, ...] | None = None) -> np.n
 def _unsqueeze(data: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     # Axes index the output, whose rank is rank(data) + len(axes).
     out_rank = data.ndim + len(axes)
+    pos = sorted(a + out_rank if a < 0 else a for a in axes)
+    if pos and 0 <= pos[0] and pos[-1] < out_rank and len(set(pos)) == len(pos):
+        dims = list(data.shape)
+        for a in pos:  # ascending, so each 1 lands at its final output position
+            dims.insert(a, 1)
+        return data.reshape(dims)
     axes = norm_axes(axes, out_rank, "Unsqueeze")
     if len(set(axes)) != len(axes):
         raise ValueError(f"Unsqueeze: repeated axes {list(axes)}")
@@ -124,9 +172,7 @@ def flatten(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
     if not -r <= axis <= r:
         raise ValueError(f"Flatten: axis {axis} out of range for rank {r}")
     axis = axis + r if axis < 0 else axis
-    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
-    cols = int(np.prod(x.shape[axis:], dtype=np.int64))
-    return x.reshape(rows, cols)
+    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
 
 
 @op("Expand", since=8)
@@ -139,6 +185,8 @@ def expand(x: np.ndarray, shape: np.ndarray) -> np.ndarray:
 @op("Shape", since=15)
 def shape(data: np.ndarray, *, start: int = 0, end: int | None = None) -> np.ndarray:
     """int64 shape slice [start, end), both clamped to [0, rank] after negative wrap."""
+    if start == 0 and end is None:
+        return np.array(data.shape, dtype=np.int64)
     r = data.ndim
     start = min(max(start + r if start < 0 else start, 0), r)
     end = r if end is None else end
@@ -161,6 +209,10 @@ def size(data: np.ndarray) -> np.ndarray:
 @op("Concat", since=4)
 def concat(*inputs: np.ndarray, axis: int) -> np.ndarray:
     """Join along `axis` (negative from opset 11); empty inputs take part like any other."""
+    if inputs:
+        a = axis + inputs[0].ndim if axis < 0 else axis
+        if 0 <= a < inputs[0].ndim:
+            return np.concatenate(inputs, axis=a)
     if not inputs:
         raise ValueError("Concat: no inputs")
     rank = inputs[0].ndim

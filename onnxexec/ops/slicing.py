@@ -41,8 +41,22 @@ def _slice(
 ) -> np.ndarray:
     if len(starts) != len(ends):
         raise ValueError(f"Slice: {len(starts)} starts but {len(ends)} ends")
-    axes = tuple(range(len(starts))) if axes is None else norm_axes(axes, data.ndim, "Slice")
-    steps = (1,) * len(starts) if steps is None else tuple(steps)
+    r = data.ndim
+    if axes is None:  # the leading axes; norm_axes below rejects more than rank of them
+        axes = tuple(range(len(starts)))
+    if steps is None:
+        steps = (1,) * len(starts)
+    if len(axes) == len(steps) == len(starts):
+        pos = [a + r if a < 0 else a for a in axes]
+        if min(steps, default=1) > 0 and all(0 <= a < r for a in pos) and len(set(pos)) == len(pos):
+            # Positive steps: Python's own slice clamping (negative +dim, then [0, dim])
+            # is exactly the spec's, so the bounds go to numpy as given.
+            fast: list[slice] = [slice(None)] * r
+            for a, s, e, st in zip(pos, starts, ends, steps, strict=True):
+                fast[a] = slice(s, e, st)
+            return data[tuple(fast)]
+    axes = norm_axes(axes, r, "Slice")
+    steps = tuple(steps)
     if not len(axes) == len(steps) == len(starts):
         raise ValueError("Slice: starts, ends, axes and steps differ in length")
     if len(set(axes)) != len(axes):
