@@ -19,6 +19,7 @@ from onnxexec.errors import OnnxExecError
 from onnxexec.ops.registry import all_handlers
 from onnxexec.runtime.options import SessionOptions
 from onnxexec.runtime.session import InferenceSession
+from onnxexec.runtime.threads import set_threads
 
 
 @dataclass
@@ -136,9 +137,12 @@ def bench_onnx(
     `level` is onnxexec's graph_optimization_level (onnxruntime keeps its default).
     """
     opts = SessionOptions(intra_op_num_threads=threads, graph_optimization_level=level)
-    # The op registry imports every handler module once per process (as importing
-    # onnxruntime loads its library); creation time is what each session costs.
+    # Once per process, as importing onnxruntime loads its library: the op registry
+    # imports every handler module, and the first thread setup starts numba (its
+    # first dispatch imports scipy.linalg when installed). Creation time is then what
+    # each session costs.
     all_handlers()
+    set_threads(threads, blas_threads=1 if level >= 2 else None)
     ours, t_ours = _timed(lambda: InferenceSession(model, opts))
     engines = [EngineResult("onnxexec", t_ours)]
     runners: list[Callable[[], list[Any]]] = [lambda: ours.run(None, feed)]
