@@ -19,6 +19,9 @@ Two numerics:
   for T = 1 ggml_vec_dot_f16 (4 x 8 accumulators over 32-wide steps; reduced pairwise
   (0+2, 1+3, then 0+1), then (t0+t1)+(t2+t3), leftovers added in double). Products of
   two halves are exact in float32, so each fused multiply-add is a float32 add.
+  Prompts (T >= 2, the tinyBLAS case) run `_attend_prompt`: the same sums with cells
+  (scores, softmax) or head dims (P @ V) innermost so numba vectorizes them, over
+  (head, row block) items split by kernels/parallel.py.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ import numba as nb
 import numpy as np
 
 from onnxexec.kernels.fp16 import round_to_f16
-from onnxexec.kernels.ggml_math import expf
+from onnxexec.kernels.ggml_math import expf, expf_vec, f16_round
 from onnxexec.kernels.lanes import twins
+from onnxexec.kernels.parallel import parallel_for
 
 PAR_MIN_WORK = 1 << 18  # multiply-adds from which the parallel kernels pay off
 
@@ -148,6 +152,126 @@ def _attend_ggml(q, k_cache, v_cache, pos, scale, window, softcap, n_kv, out):
                 out[t, qo + d] = np.float32(r)
 
 
+@nb.njit(cache=True, nogil=True)
+def _k_transposed(k_cache, n):
+    """Cells [0, n) of a (C, Hkv, Dh) cache as (Hkv, Dh, n rounded up to 8), zero-padded,
+    so that _attend_prompt's score loops run over cells with unit stride."""
+    _, Hkv, Dh = k_cache.shape
+    n8 = (n + 7) // 8 * 8
+    kt = np.zeros((Hkv, Dh, n8), np.float32)
+    for hk in range(Hkv):
+        for j in range(n):
+            for d in range(Dh):
+                kt[hk, d, j] = k_cache[j, hk, d]
+    return kt
+
+
+@nb.njit(cache=True, nogil=True)
+def _attend_prompt(q, kt, v_cache, pos, scale, window, softcap, rows, i0, i1, out):
+    """_attend_ggml for T >= 2 on the tinyBLAS path (Dh % 8 == 0, n_kv % 8 == 0) with the
+    same sums in loops that vectorize, for work items [i0, i1): item i is head i % H and
+    query-row block (of `rows` rows) number i // H taken zigzag (first, last, second,
+    ...) so that any run of items has about the same causal work.
+
+    Per query row: the 8 score lanes over all its cells at once against K transposed
+    (kt from _k_transposed; lane l of cell j adds d = l, l+8, ... in order, as tinyBLAS;
+    computed over whole 8-cell chunks, the cells outside [lo, p] are ignored), the
+    softmax over the row (expf_vec, f16_round), then P @ V with d innermost. Inner
+    loops run from 0 over slices: numba then drops its negative-index wraparound and
+    LLVM vectorizes them.
+    """
+    T = q.shape[0]
+    Hkv, Dh, n8 = kt.shape
+    H = q.shape[1] // Dh
+    group = H // Hkv
+    n_blocks = (T + rows - 1) // rows
+    inv_cap = np.float32(1.0 / softcap) if softcap > 0.0 else np.float32(0.0)
+    lanes = np.empty((8, n8), np.float32)
+    s = np.empty(n8, np.float32)
+    w = np.empty(n8, np.float32)
+    qv = np.empty(Dh, np.float32)
+    acc = np.empty(8 * Dh, np.float32)  # P @ V lane l of dim d at l * Dh + d
+    for it in range(i0, i1):
+        h = it % H
+        r = it // H
+        blk = r // 2 if r % 2 == 0 else n_blocks - 1 - r // 2
+        hk = h // group
+        qo = h * Dh
+        for t in range(blk * rows, min(T, blk * rows + rows)):
+            p = pos + t
+            lo = p - window + 1 if window > 0 and p - window + 1 > 0 else 0
+            c0 = lo // 8 * 8
+            c1 = (p + 8) // 8 * 8
+            nc = c1 - c0
+            qt = q[t, qo : qo + Dh]
+            for d in range(Dh):
+                qv[d] = f16_round(qt[d])
+            for ln in range(8):
+                lr = lanes[ln, c0:c1]
+                x = qv[ln]
+                kr = kt[hk, ln, c0:c1]
+                for j in range(nc):
+                    lr[j] = np.float32(0.0) + kr[j] * x
+                for d in range(8 + ln, Dh, 8):
+                    x = qv[d]
+                    kr = kt[hk, d, c0:c1]
+                    for j in range(nc):
+                        lr[j] += kr[j] * x
+            nj = p + 1 - lo
+            sr = s[lo : p + 1]
+            l0 = lanes[0, lo : p + 1]
+            l1 = lanes[1, lo : p + 1]
+            l2 = lanes[2, lo : p + 1]
+            l3 = lanes[3, lo : p + 1]
+            l4 = lanes[4, lo : p + 1]
+            l5 = lanes[5, lo : p + 1]
+            l6 = lanes[6, lo : p + 1]
+            l7 = lanes[7, lo : p + 1]
+            for j in range(nj):  # _hsum_tiny of the 8 lanes
+                a0 = np.float32(l0[j] + l4[j])
+                a1 = np.float32(l1[j] + l5[j])
+                a2 = np.float32(l2[j] + l6[j])
+                a3 = np.float32(l3[j] + l7[j])
+                sr[j] = np.float32(np.float32(a0 + a2) + np.float32(a1 + a3))
+            if softcap > 0.0:
+                for j in range(nj):
+                    sr[j] = np.float32(softcap * math.tanh(np.float32(sr[j] * inv_cap)))
+            m = np.float32(-np.inf)
+            for j in range(nj):
+                sr[j] = np.float32(sr[j] * scale)
+                m = max(m, sr[j])
+            for j in range(nj):
+                sr[j] = np.float32(sr[j] - m)
+            wr = w[lo : p + 1]
+            expf_vec(sr, wr)
+            w[c0:lo] = 0.0
+            w[p + 1 : c1] = 0.0
+            total = 0.0
+            for c in range(c0, c1, 8):  # 8-wide chunks from cell 0, summed as _hsum_tiny
+                a0 = np.float32(w[c] + w[c + 4])
+                a1 = np.float32(w[c + 1] + w[c + 5])
+                a2 = np.float32(w[c + 2] + w[c + 6])
+                a3 = np.float32(w[c + 3] + w[c + 7])
+                total += np.float64(np.float32(np.float32(a0 + a2) + np.float32(a1 + a3)))
+            inv = np.float32(1.0 / total)
+            for j in range(nj):
+                wr[j] = f16_round(np.float32(wr[j] * inv))
+            acc[:] = 0.0
+            for j in range(lo, p + 1):
+                wj = w[j]
+                aj = acc[(j & 7) * Dh : (j & 7) * Dh + Dh]
+                vr = v_cache[j, hk]
+                for d in range(Dh):
+                    aj[d] += vr[d] * wj
+            ot = out[t, qo : qo + Dh]
+            for d in range(Dh):
+                a0 = np.float32(acc[d] + acc[4 * Dh + d])
+                a1 = np.float32(acc[Dh + d] + acc[5 * Dh + d])
+                a2 = np.float32(acc[2 * Dh + d] + acc[6 * Dh + d])
+                a3 = np.float32(acc[3 * Dh + d] + acc[7 * Dh + d])
+                ot[d] = np.float32(np.float32(a0 + a2) + np.float32(a1 + a3))
+
+
 def _attend(q, k_cache, v_cache, pos, scale, window, softcap, out):
     """Float path: out[t, h] = softmax(scale * q_th . K^T) V over the visible cells."""
     T = q.shape[0]
@@ -189,6 +313,36 @@ def _attend(q, k_cache, v_cache, pos, scale, window, softcap, out):
 
 _ATTEND_GGML = twins(_attend_ggml)
 _ATTEND = twins(_attend)
+PROMPT_ROWS = 16  # query rows per work item of _attend_prompt
+
+
+def _prompt_attention(
+    q: np.ndarray,
+    k_cache: np.ndarray,
+    v_cache: np.ndarray,
+    pos: int,
+    scale: float,
+    window: int,
+    softcap: float,
+    par: bool,
+    out: np.ndarray,
+) -> None:
+    """_attend_prompt over all (head, row block) items, split across kernels/parallel.py's
+    pool when `par`: its caller never waits for a worker that has not started, which
+    numba's static prange schedule does on a busy machine."""
+    T = q.shape[0]
+    H = q.shape[1] // k_cache.shape[2]
+    kt = _k_transposed(k_cache, pos + T)
+    args = (q, kt, v_cache, pos, np.float32(scale), window, np.float32(softcap), PROMPT_ROWS)
+    n_items = H * -(-T // PROMPT_ROWS)
+
+    def span(i0: int, i1: int) -> None:
+        _attend_prompt(*args, i0, i1, out)
+
+    if par:
+        parallel_for(span, n_items)
+    else:
+        span(0, n_items)
 
 
 def ggml_n_kv(pos: int, T: int, cache_size: int) -> int:
@@ -219,7 +373,10 @@ def kv_attention(
     q = np.ascontiguousarray(q)
     span = pos + T if not window else min(window, pos + T)
     par = T * HD * span >= PAR_MIN_WORK
-    if ggml:
+    n_kv = ggml_n_kv(pos, T, C)
+    if ggml and T > 1 and Dh % 8 == 0 and n_kv % 8 == 0:
+        _prompt_attention(q, k_cache, v_cache, pos, scale, window, softcap, par, out)
+    elif ggml:
         kern = _ATTEND_GGML[0] if par else _ATTEND_GGML[1]
         kern(
             q,
@@ -229,7 +386,7 @@ def kv_attention(
             np.float32(scale),
             window,
             np.float32(softcap),
-            ggml_n_kv(pos, T, C),
+            n_kv,
             out,
         )
     else:

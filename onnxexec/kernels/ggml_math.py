@@ -4,7 +4,9 @@ llama.cpp's results depend on how ggml rounds, not only on what it computes; the
 kernels reproduce it bit for bit so that onnxexec's logits can match llama.cpp's:
 - `expf`: ggml_v_expf (ggml-cpu/vec.h, the AVX2 polynomial: ~1.5 ulp from exp), used
   by the softmax and SiLU.
+- `expf_vec`: expf over an array in a vectorizable loop, same bits.
 - `silu_mul`: ggml_vec_swiglu_f32, x / (1 + expf(-x)) * g in float32.
+- `f16_round`: float32 -> nearest half as float32 (F16C rounding), vectorizable.
 - `gelu_f16_table`: ggml_table_gelu_f16 (GGML_GELU_FP16), tanh-GELU of every half.
 - `rope_cache` / `rope_rotate`: ggml_rope_cache_init and rotate_pairs: theta starts at
   the position and is multiplied by powf(base, -2/n_dims) once per pair; cos/sin are
@@ -24,6 +26,7 @@ import numba as nb
 import numpy as np
 
 from onnxexec.kernels.lanes import twins
+from onnxexec.kernels.parallel import parallel_for
 
 PAR_MIN_WORK = 1 << 16  # element operations from which waking the thread pool pays off
 
@@ -37,6 +40,11 @@ _P2 = np.float32(float.fromhex("0x1.555e66p-3"))
 _P3 = np.float32(float.fromhex("0x1.fffdb6p-2"))
 _P4 = np.float32(float.fromhex("0x1.ffffecp-1"))
 _POW2 = np.ldexp(np.float32(1.0), np.arange(-126, 128)).astype(np.float32)  # 2^n, normal
+_F16_MASK = np.uint32(0xFFFFE000)  # float32 mantissa bits a half keeps
+_F16_MIN_NORMAL = 0x38800000  # float32 bits of 2^-14
+_F32_INF = 0x7F800000
+_TWO_24 = np.float32(2.0**24)
+_TWO_M24 = np.float32(2.0**-24)
 _GELU_A = np.float32(0.044715)
 _SQRT_2_OVER_PI = np.float32(0.79788456080286535587989211986876)
 
@@ -68,14 +76,74 @@ def expf(x):
     return fma32(j, k, k)
 
 
-def _silu_mul(x, g, out):
-    """out = x / (1 + expf(-x)) * g over flat float32 arrays (ggml_v_silu, then * g)."""
-    for i in nb.prange(x.size):
-        v = x[i]
-        out[i] = np.float32(v / (np.float32(1.0) + expf(np.float32(0.0) - v))) * g[i]
+@nb.njit(cache=True, nogil=True)
+def expf_vec(x, out):
+    """out[i] = expf(x[i]) bit for bit over 1-D float32 arrays, in a loop the compiler
+    vectorizes: the common case (-125 <= n <= 126) for every element branch-free, then
+    the others again through expf.
+
+    Two of expf's fused multiply-adds are plain float32 operations here, with equal
+    results: n * _LN2_HI is exact in float32 (15-bit constant, |n| <= 2^9), and
+    fma(j, 2^n, 2^n) = 2^n * round(1 + j) while the result is a normal float32 (n >=
+    -125); a sum of two float32 rounded to float64 and then float32 is correctly rounded
+    (53 >= 2 * 24 + 2), so fma32 gave the float32 sum too.
+    """
+    special = 0
+    for i in range(x.shape[0]):
+        xi = x[i]
+        z = fma32(xi, _LOG2E, _R)
+        n = np.float32(z - _R)
+        b = fma32(-n, _LN2_LO, np.float32(np.float32(-n * _LN2_HI) + xi))
+        u = np.float32(b * b)
+        j = fma32(fma32(fma32(_P0, b, _P1), u, fma32(_P2, b, _P3)), u, np.float32(_P4 * b))
+        ok = n >= np.float32(-125.0) and n <= np.float32(126.0)  # False for NaN too
+        e = np.int32(n) if ok else np.int32(0)
+        k = np.uint32(np.uint32(e + 127) << np.uint32(23)).view(np.float32)  # 2^n
+        out[i] = np.float32(np.float32(j + np.float32(1.0)) * k)
+        special |= 0 if ok else 1
+    if special:
+        for i in range(x.shape[0]):
+            n = np.float32(fma32(x[i], _LOG2E, _R) - _R)
+            if not (n >= np.float32(-125.0) and n <= np.float32(126.0)):
+                out[i] = expf(x[i])
 
 
-_SILU_MUL = twins(_silu_mul)
+_SILU_BLOCK = 2048  # elements per work item: a few L1-sized scratch rows
+
+
+@nb.njit(cache=True, nogil=True)
+def _silu_mul_blocks(x, g, out, b0, b1):
+    """out = x / (1 + expf(-x)) * g over flat float32 arrays (ggml_v_silu, then * g) for
+    blocks [b0, b1) of _SILU_BLOCK elements, expf vectorized (expf_vec)."""
+    n = x.size
+    neg = np.empty(_SILU_BLOCK, np.float32)
+    e = np.empty(_SILU_BLOCK, np.float32)
+    for blk in range(b0, b1):
+        i0 = blk * _SILU_BLOCK
+        m = min(n, i0 + _SILU_BLOCK) - i0
+        xb = x[i0 : i0 + m]
+        for i in range(m):
+            neg[i] = np.float32(0.0) - xb[i]
+        expf_vec(neg[:m], e[:m])
+        gb = g[i0 : i0 + m]
+        ob = out[i0 : i0 + m]
+        for i in range(m):
+            ob[i] = np.float32(xb[i] / (np.float32(1.0) + e[i])) * gb[i]
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def f16_round(x):
+    """fp16.round_to_f16 bit for bit (+0 for -0 included), in integer and select
+    operations only, so that loops over it vectorize: round-to-nearest-even of the 13
+    dropped mantissa bits, or of the 2^-24 multiples below the smallest normal half."""
+    a = np.uint32(np.float32(x).view(np.uint32) & np.uint32(0x7FFFFFFF))
+    b = np.uint32((a + np.uint32(0xFFF) + ((a >> np.uint32(13)) & np.uint32(1))) & _F16_MASK)
+    r = np.uint32(b).view(np.float32)
+    r = np.float32(np.inf) if r > np.float32(65504.0) else r
+    sub = np.float32(np.rint(np.uint32(a).view(np.float32) * _TWO_24) * _TWO_M24)
+    r = sub if a < np.uint32(_F16_MIN_NORMAL) else r
+    r = -r if x < 0 else r
+    return x if a >= np.uint32(_F32_INF) else r
 
 
 def silu_mul(x: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -86,8 +154,18 @@ def silu_mul(x: np.ndarray, g: np.ndarray) -> np.ndarray:
             f"{x.dtype}{list(x.shape)} and {g.dtype}{list(g.shape)}"
         )
     out = np.empty_like(x)
-    kern = _SILU_MUL[0] if x.size >= PAR_MIN_WORK else _SILU_MUL[1]
-    kern(np.ascontiguousarray(x).reshape(-1), np.ascontiguousarray(g).reshape(-1), out.reshape(-1))
+    xf = np.ascontiguousarray(x).reshape(-1)
+    gf = np.ascontiguousarray(g).reshape(-1)
+    of = out.reshape(-1)
+    n_blocks = -(-x.size // _SILU_BLOCK)
+
+    def blocks(b0: int, b1: int) -> None:
+        _silu_mul_blocks(xf, gf, of, b0, b1)
+
+    if x.size >= PAR_MIN_WORK:  # kernels/parallel.py: no waiting for late workers
+        parallel_for(blocks, n_blocks)
+    else:
+        blocks(0, n_blocks)
     return out
 
 
