@@ -23,7 +23,8 @@ from typing import Final
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels.actquant import quantize_act, quantize_act8
+from onnxexec.kernels.actquant import quantize_act, quantize_act8, quantize_act_into
+from onnxexec.kernels.ggml_dot_k import quantize_q8_k
 from onnxexec.kernels.ggml_math import (
     _LN2_HI,
     _LN2_LO,
@@ -115,6 +116,38 @@ def norm_quant8(x, w, eps, h):
     """norm_quant with int8 values (actquant.quantize_act8)."""
     _rms_rows(x, w, eps, h)
     return quantize_act8(h)
+
+
+@nb.njit(cache=True, nogil=True)
+def quant_into(x, block, kq, x8, xst, xk8, xkd, xkbs):
+    """The activations of one decode matmul group, into preallocated buffers: x (T, K)
+    -> quantize_act8(x) into (x8, xst) when `block`, ggml_dot_k.quantize_q8_k8(x, 0)
+    into (xk8, xkd, xkbs) when `kq` (same values: both only cast or copy)."""
+    if block:
+        quantize_act_into(x, x8, xst)
+    if kq:
+        qs, d, bs = quantize_q8_k(x, 0)
+        for t in range(qs.shape[0]):
+            for i in range(qs.shape[1]):
+                xk8[t, i] = qs[t, i]  # |q| <= 127
+            for i in range(d.shape[1]):
+                xkd[t, i] = d[t, i]
+            for i in range(bs.shape[1]):
+                xkbs[t, i] = bs[t, i]
+
+
+@nb.njit(cache=True, nogil=True)
+def norm_quant_into(x, w, eps, h, block, kq, x8, xst, xk8, xkd, xkbs):
+    """h = RMSNorm(x) * w, then quant_into(h, ...): one call per decode matmul group."""
+    _rms_rows(x, w, eps, h)
+    quant_into(h, block, kq, x8, xst, xk8, xkd, xkbs)
+
+
+@nb.njit(cache=True, nogil=True)
+def swiglu_quant_into(g, u, f, block, kq, x8, xst, xk8, xkd, xkbs):
+    """f = silu(g) * u (as swiglu_quant), then quant_into(f, ...)."""
+    _swiglu_rows(g, u, f)
+    quant_into(f, block, kq, x8, xst, xk8, xkd, xkbs)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -241,6 +274,7 @@ def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv
         v8 = np.empty(8, np.float32)
         e = np.empty(8, np.float32)
         acc2 = np.zeros((4, 8, Dh), np.float32)
+        red = np.empty(Dh, np.float32)
         hk = h // group
         qo = h * Dh
         for d in range(Dh):
@@ -304,8 +338,10 @@ def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv
             vj = v_cache[j, hk]
             for d in range(Dh):
                 aj[d] += vj[d] * wj
+        for d in range(Dh):  # a loop of its own: vectorized over d (_reduce32 is inlined)
+            red[d] = _reduce32(acc2, d)
         for d in range(Dh):
-            rr = np.float64(_reduce32(acc2, d))
+            rr = np.float64(red[d])
             for j in range(max(lo, n32), p + 1):
                 rr += np.float64(np.float32(v_cache[j, hk, d] * w[j]))
             a[0, qo + d] = np.float32(rr)

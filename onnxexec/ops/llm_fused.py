@@ -17,21 +17,28 @@ composes the ops/llm.py handlers, around the same fused matmuls.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, Final
 
 import numpy as np
 
+from onnxexec.kernels import ggml_simd, ggml_simd_k
+from onnxexec.kernels import qtypes as qt
 from onnxexec.kernels.actquant import quantize_act, quantize_act8
 from onnxexec.kernels.attention import ggml_n_kv
 from onnxexec.kernels.ggml_dot import simd_dot_many, simd_ok
 from onnxexec.kernels.ggml_dot_k import K_TYPES as K_SIMD_TYPES
+from onnxexec.kernels.lanes import pick
 from onnxexec.kernels.llm_fused import (
     ATTEND_ONE,
     norm_quant,
     norm_quant8,
+    norm_quant_into,
+    quant_into,
     rope_store_one,
     swiglu_quant,
     swiglu_quant8,
+    swiglu_quant_into,
 )
 from onnxexec.kernels.qmatmul import BLAS_MIN_T, QWeight, int8_path, qmatmul_q
 from onnxexec.ops.llm import gated_act, kv_attention_op, q_matmul, rms_norm, rope
@@ -39,6 +46,83 @@ from onnxexec.ops.registry import op
 
 D = "onnxexec"
 PAR_MIN_ATTN: Final = 1 << 17  # query width x cells from which heads run in parallel
+
+
+class _Dot:
+    """One decode (T = 1) product of a weight group on ggml_simd's kernels: the
+    arguments simd_dot_many would gather on every call, gathered once, and the
+    activation, quantization and output buffers, owned here and reused every token
+    (decode runs ~4 groups per layer per token: the Python around each call counted
+    for ~15% of a token). Same kernel, same arguments, same bits as simd_dot_many."""
+
+    __slots__ = (
+        "a",
+        "args",
+        "block",
+        "h",
+        "kern",
+        "kq",
+        "n_chunks",
+        "offs",
+        "others",
+        "q",
+        "y",
+    )
+
+    def __init__(self, ws: tuple[Any, ...]) -> None:
+        k = ws[0].shape[1]
+        types_ = [int(w.ggml_type) for w in ws]
+        kinds = tuple(ggml_simd.KINDS.get(t, ggml_simd_k.KINDS.get(t, -1)) for t in types_)
+        offs, c = [], 0
+        for w in ws:
+            offs.append(c)
+            c += w.shape[0]
+        self.offs = tuple(offs)
+        self.others = ws[1:]  # kept alive: the cache is keyed by ws[0] and the ids of these
+        # what simd_dot_many quantizes for T = 1 (rows4 = 0: one Q8_K set for both types)
+        self.kq = qt.Q4_K in types_ or qt.Q6_K in types_
+        self.block = any(t in ggml_simd.KINDS for t in types_)
+        x8 = np.empty((1, k), np.int8) if self.block else _NO_X8
+        xst = np.empty((1, 3, k // 32), np.float32) if self.block else _NO_XST
+        xk = _NO_XK
+        if self.kq:
+            xk = (np.empty((1, k), np.int8), np.empty((1, k // 256), np.float32))
+            xk += (np.empty((1, k // 16), np.int32),)
+        self.q = (self.block, self.kq, x8, xst, *xk)
+        self.h = np.empty((1, k), np.float32)
+        self.y = np.empty((1, c), np.float32)
+        self.kern, n_chunks = pick(ggml_simd_k.DOT_MANY, c * k)
+        raws = tuple(w.arrays["raw"] for w in ws)
+        rbs = tuple(int(w.arrays["row_bytes"]) for w in ws)
+        self.args = (raws, rbs, kinds, self.offs, x8, xst, *xk, 0)
+        self.n_chunks = n_chunks
+        self.a = None  # the attention's output buffer, on first use
+
+    def run(self, out: np.ndarray | None = None) -> np.ndarray:
+        """out (default self.y) = the products of the quantized activations in self.q."""
+        y = self.y if out is None else out
+        self.kern(*self.args, y, self.n_chunks)
+        return y
+
+
+_NO_X8 = np.zeros((1, 32), np.int8)
+_NO_XST = np.zeros((1, 3, 1), np.float32)
+_NO_XK = (np.zeros((1, 256), np.int8), np.zeros((1, 1), np.float32), np.zeros((1, 16), np.int32))
+_DOTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _dot(ws: tuple[Any, ...], mode: str) -> _Dot | None:
+    """The cached _Dot of a weight group for T = 1, or None when ggml_simd can't run it."""
+    if not isinstance(ws[0], QWeight):
+        return None
+    per = _DOTS.get(ws[0])
+    if per is None:
+        per = _DOTS[ws[0]] = {}
+    key = (mode, *map(id, ws[1:]))
+    d = per.get(key)
+    if d is None:
+        d = per[key] = _Dot(ws) if _all_simd(ws, 1, mode) else False
+    return d or None
 
 
 def _all_int8(ws: tuple[Any, ...], t_rows: int, mode: str) -> bool:
@@ -158,8 +242,39 @@ def attn_block(
 ) -> np.ndarray:
     """Pre-norm attention with its residual: (T, D) f32 -> (T, D) f32. The k/v caches
     are written in place at rows pos..pos+T-1 (as KVAttention)."""
-    (q, k, v), qkv, offs = _project(x, norm_w, epsilon, (wq, wk, wv), mode)
     p = int(pos)
+    if x.shape[0] == 1 and kv_f16 and style in ("norm", "neox") and 0 <= p < k_cache.shape[0]:
+        g = _dot((wq, wk, wv), mode)
+        go = _dot((wo,), mode)
+        if (
+            g is not None
+            and go is not None
+            and k_cache.flags.c_contiguous
+            and v_cache.flags.c_contiguous
+        ):
+            norm_quant_into(_f32(x), norm_w, np.float32(epsilon), g.h, *g.q)
+            qkv = g.run()
+            a = _attend_buffers(g, wq.shape[0])
+            _attend_one_token(
+                qkv,
+                g.offs,
+                a,
+                k_cache,
+                v_cache,
+                p,
+                head_dim,
+                n_dims or head_dim,
+                base,
+                freq_scale,
+                style == "neox",
+                q_scale,
+                scale or 1.0 / math.sqrt(head_dim),
+                window,
+                softcap,
+            )
+            quant_into(a, *go.q)
+            return x + go.run()
+    (q, k, v), qkv, offs = _project(x, norm_w, epsilon, (wq, wk, wv), mode)
     if (
         q.shape[0] == 1
         and kv_f16
@@ -168,12 +283,14 @@ def attn_block(
         and k_cache.flags.c_contiguous
         and v_cache.flags.c_contiguous
     ):
-        a = _attend_one_token(
-            q,
-            k,
-            v,
+        if qkv is None:  # else q, k, v are slices of one fused product at offs
+            qkv = np.concatenate([q, k, v], axis=1)
+            offs = (0, q.shape[1], q.shape[1] + k.shape[1])
+        a = np.empty((1, q.shape[1]), np.float32)
+        _attend_one_token(
             qkv,
             offs,
+            a,
             k_cache,
             v_cache,
             p,
@@ -208,12 +325,23 @@ def attn_block(
     return x + _out_product(a, wo, mode)
 
 
+def _f32(x: np.ndarray) -> np.ndarray:
+    if x.dtype == np.float32 and x.flags.c_contiguous:
+        return x
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def _attend_buffers(g: _Dot, width: int) -> np.ndarray:
+    """The (1, H*Dh) attention output buffer of a Q|K|V group."""
+    if g.a is None:
+        g.a = np.empty((1, width), np.float32)
+    return g.a
+
+
 def _attend_one_token(
-    q,
-    k,
-    v,
     qkv,
     offs,
+    a,
     k_cache,
     v_cache,
     p,
@@ -227,11 +355,10 @@ def _attend_one_token(
     window,
     softcap,
 ) -> np.ndarray:
-    """RoPE + cache write + attention of one token (kernels/llm_fused.py): (1, H*Dh)."""
-    if qkv is None:  # else q, k, v are slices of one fused product at offs
-        qkv = np.concatenate([q, k, v], axis=1)
-        offs = (0, q.shape[1], q.shape[1] + k.shape[1])
-    qr = np.empty(q.shape[1], np.float32)
+    """RoPE + cache write + attention of one token (kernels/llm_fused.py) into a
+    (1, H*Dh), from q, k, v at columns offs of qkv (1, *)."""
+    width = a.shape[1]
+    qr = np.empty(width, np.float32)
     rope_store_one(
         qkv,
         *offs,
@@ -245,9 +372,8 @@ def _attend_one_token(
         neox,
         qr,
     )
-    a = np.empty((1, q.shape[1]), np.float32)
     span = p + 1 if not window else min(window, p + 1)
-    kern = ATTEND_ONE[0] if q.shape[1] * span >= PAR_MIN_ATTN else ATTEND_ONE[1]
+    kern = ATTEND_ONE[0] if width * span >= PAR_MIN_ATTN else ATTEND_ONE[1]
     kern(
         qr,
         k_cache,
@@ -289,6 +415,15 @@ def ffn_block(
     mode: str = "auto",
 ) -> np.ndarray:
     """Pre-norm gated FFN with its residual: (T, D) f32 -> (T, D) f32."""
+    if x.shape[0] == 1 and act == "silu_ggml":
+        gu = _dot((wg, wu), mode)
+        gd = _dot((wd,), mode)
+        if gu is not None and gd is not None:
+            norm_quant_into(_f32(x), norm_w, np.float32(epsilon), gu.h, *gu.q)
+            y = gu.run()
+            f = wg.shape[0]
+            swiglu_quant_into(y[:, :f], y[:, f:], gd.h, *gd.q)
+            return x + gd.run()
     (g, u), _, _ = _project(x, norm_w, epsilon, (wg, wu), mode)
     if g.shape[0] == 1 and act == "silu_ggml":
         f = np.empty(g.shape, np.float32)
@@ -307,4 +442,9 @@ def norm_qmatmul(
     x: np.ndarray, norm_w: np.ndarray, w: Any, *, epsilon: float = 1e-5, mode: str = "auto"
 ) -> np.ndarray:
     """RMSNorm then a matmul (the output head): (T, D) f32 -> (T, N) f32."""
+    if x.shape[0] == 1:
+        g = _dot((w,), mode)
+        if g is not None:  # the logits leave the op: a fresh array, not g.y
+            norm_quant_into(_f32(x), norm_w, np.float32(epsilon), g.h, *g.q)
+            return g.run(np.empty((1, w.shape[0]), np.float32))
     return _project(x, norm_w, epsilon, (w,), mode)[0][0]
