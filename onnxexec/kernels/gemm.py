@@ -1,11 +1,13 @@
 """Threaded matrix products with a fused bias + activation epilogue.
 
 `linear` is x (..., K) @ w (K, N) (+ bias) (-> activation) for a constant weight: the
-output is split into one block of columns (or rows, when x is the taller operand)
-per thread, each block one single-threaded BLAS sgemm writing straight into its
-slice of the output, followed by the epilogue on that slice while it is in cache.
-Splitting along N duplicates the packing of x (M x K) across threads and along M
-that of w (K x N), so the split runs along the larger of M and N.
+output is split into blocks of columns (or rows, when x is the taller operand), each
+block one single-threaded BLAS sgemm writing straight into its slice of the output,
+followed by the epilogue on that slice while it is in cache. Splitting along N
+duplicates the packing of x (M x K) across blocks and along M that of w (K x N), so
+the split runs along the larger of M and N.
+The blocks run as a native job of kernels/parallel.py: the pool's threads call
+OpenBLAS's cblas_sgemm from numba code (kernels/blas.py) without taking the GIL.
 
 `batched` is a broadcasting np.matmul for two run-time operands (attention's
 Q @ K^T, P @ V), split across the leading batch axis.
@@ -17,14 +19,26 @@ output element is still one dot product computed by the same sgemm micro-kernel)
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
+from onnxexec.kernels import blas
 from onnxexec.kernels.activations import epilogue
-from onnxexec.kernels.parallel import num_threads, parallel_for
+from onnxexec.kernels.parallel import (
+    ARGS,
+    KIND_GEMM,
+    MAX_SPANS,
+    native_pool,
+    num_threads,
+    parallel_for,
+)
 
 _MIN_WORK = 1 << 18  # multiply-adds below which one thread is faster than two
-_COL_BLOCK = 32  # column granularity of the N split (keeps sgemm panels aligned)
+_MIN_NATIVE = 1 << 20  # the same for `linear` (a hand-off costs a few microseconds)
+_COL_BLOCK = 16  # column granularity of the N split (keeps sgemm panels aligned)
+# ONNXEXEC_NATIVE_POOL=0 runs products as Python jobs on the pool (for A/B timing)
+_USE_NATIVE = os.environ.get("ONNXEXEC_NATIVE_POOL", "1") != "0"
 
 
 def linear(
@@ -44,9 +58,11 @@ def linear(
     m = x2.shape[0]
     out = np.empty((m, n), dtype=np.float32)
     threads = num_threads()
-    if threads == 1 or m * n * k < _MIN_WORK or m == 0 or n == 0:
+    if threads == 1 or m * n * k < _MIN_NATIVE or m == 0 or n == 0:
         np.matmul(x2, w, out=out)
         epilogue(out, 0, n, bias, act, alpha, beta)
+    elif _native(x2, w, out, bias, act, alpha, beta, threads):
+        pass
     elif m >= n:
 
         def rows(a: int, b: int) -> None:
@@ -64,6 +80,69 @@ def linear(
 
         parallel_for(cols, blocks)
     return out.reshape(*lead, n)
+
+
+def _bounds(n_items: int, threads: int, align: int) -> np.ndarray:
+    """Boundaries of 2 spans per thread, equal and multiples of `align`. Each span
+    repacks the other operand, so fewer would be cheaper; two per thread bound what a
+    thread that starts late (or is preempted on a busy machine) leaves the others to
+    wait for (one span per thread measured 5-10% slower on a loaded machine)."""
+    units = -(-n_items // align)
+    parts = min(units, 2 * threads, MAX_SPANS)
+    cuts = [units * i // parts * align for i in range(parts)]
+    return np.array([*cuts, n_items], dtype=np.int64)
+
+
+def _ld(a: np.ndarray, inner: int) -> int | None:
+    """Leading dimension (in elements) of a row-major 2-D view with unit inner stride."""
+    s0, s1 = a.strides
+    if s1 != 4 or s0 % 4 or s0 // 4 < inner or not a.flags.aligned:
+        return None
+    return s0 // 4
+
+
+def _native(x2, w, out, bias, act, alpha, beta, threads: int) -> bool:
+    """act(x2 @ w + bias) into out on the native pool (no GIL in the workers); False
+    when the pool or sgemm is unavailable or an operand needs a copy."""
+    m, k = x2.shape
+    n = w.shape[1]
+    if not (_USE_NATIVE and blas.SGEMM) or k == 0:
+        return False
+    lda = _ld(x2, k)
+    ldb, tb = _ld(w, n), blas.NO_TRANS
+    if ldb is None:
+        ldb, tb = _ld(w.T, k), blas.TRANS
+    if lda is None or ldb is None:
+        return False
+    if bias is not None:
+        bias = np.ascontiguousarray(bias, dtype=np.float32)
+    pool = native_pool()
+    if pool is None:
+        return False
+    try:
+        axis = 1 if n >= m else 0
+        bounds = _bounds(n if axis else m, threads, _COL_BLOCK if axis else 8)
+        pool.ctrl[ARGS : ARGS + blas.G_ARGS] = (
+            blas.SGEMM,
+            tb,
+            m,
+            n,
+            k,
+            x2.ctypes.data,
+            lda,
+            w.ctypes.data,
+            ldb,
+            out.ctypes.data,
+            n,
+            0 if bias is None else bias.ctypes.data,
+            act,
+            axis,
+        )
+        pool.fctrl[0], pool.fctrl[1] = alpha, beta
+        pool.run_native(KIND_GEMM, bounds)
+    finally:
+        pool.busy.release()
+    return True
 
 
 def batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -2,22 +2,36 @@
 (rows, heads, output columns) into contiguous spans and let the calling thread and a
 small persistent pool take spans from a shared counter until none are left.
 
-The work functions are numba kernels compiled with nogil=True, or numpy calls that
-release the GIL (BLAS, large ufunc loops), so spans really run concurrently. The
-caller never waits for a worker that has not started: on a busy machine a woken
+The caller never waits for a worker that has not started: on a busy machine a woken
 worker may not get a core for milliseconds, so the caller simply takes its spans
 too, and only waits for spans a worker is already running. BLAS itself is kept
 single-threaded (runtime/threads.py): nested spin-waiting pools fight over the cores,
 and on a busy 2-core machine OpenBLAS's own 2-thread sgemm ran 3-10x slower than
 two independent single-threaded halves.
 
-Hand-offs spin before they sleep. A worker that finished a job watches the job
-counter for a short while (about 0.2 ms, without the GIL) before it blocks on a
-condition variable, and the caller likewise watches a finished flag before blocking:
-a futex wake-up of an idle virtual CPU cost 50-100+ us here, as much as a whole
-768 x 768 product's half, and a model runs hundreds of these jobs back to back. The
-spin is a plain atomic load in a loop: the x86 PAUSE instruction traps to the
-hypervisor on this kind of VM (pause-loop exiting, ~10 us a PAUSE).
+Two kinds of job share the pool:
+- `parallel_for(fn, n)`: fn is a Python callable whose body releases the GIL (a
+  nogil numba kernel, BLAS through numpy). Each worker must take the GIL to start.
+- native jobs (`_Pool.run_native`, used by gemm.linear): the span kernel is numba
+  code the workers call without ever touching the GIL; the job's arguments sit in a
+  shared int64 array.
+
+Hand-offs spin before they sleep: a worker that finished a job watches the job
+counter for ~0.2 ms (GIL released) before it blocks on a condition variable, and a
+native job's caller watches the done counter. A futex wake-up of an idle virtual CPU
+cost 50-100+ us here, as much as half a 768 x 768 product, and a model runs hundreds
+of jobs back to back. A Python job still pays one GIL hand-off per worker (CPython's
+GIL is a futex too): that is what the native jobs avoid. The spin is an atomic load in
+a loop: the x86 PAUSE instruction traps to the hypervisor on this kind of VM
+(pause-loop exiting, ~10 us a PAUSE).
+
+Native job protocol (slots of `ctrl`): one word, CLAIM, holds the job number, its
+kind, its span count and the next span; a thread takes a span by compare-and-swap
+on it and only then reads the job's arguments. The caller writes a job only when the
+previous one is finished (every taken span reported DONE), so arguments never
+change under a thread holding a span, and a thread that wakes up late finds the
+word of a newer job (or no span left) instead of stale arguments. A Python job posts
+one token per worker: the worker that takes one returns to Python to run it.
 """
 
 from __future__ import annotations
@@ -29,71 +43,134 @@ from itertools import count
 
 import numba as nb
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
+
+from onnxexec.kernels import blas
+from onnxexec.kernels.blas import (
+    atomic_add,
+    atomic_cas,
+    atomic_load,
+    atomic_store,
+    cycles,
+    futex_wait,
+    futex_wake,
+)
 
 _lock = threading.Lock()
 _threads = 1
 _SPANS_PER_THREAD = 2  # finer spans balance uneven progress between threads
-_SPIN_SECONDS = 2e-4  # how long a hand-off spins before it sleeps
+_SPIN_SECONDS = 2e-4  # how long a hand-off spins before it sleeps (see _Pool._adapt)
 
-
-@intrinsic
-def _load_acquire(typingctx, arr):
-    """arr[0] of an int64 array as an atomic acquire load (re-read on every call)."""
-    sig = types.int64(arr)
-
-    def codegen(context, builder, signature, args):
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        ptr = builder.bitcast(ary.data, ir.IntType(64).as_pointer())
-        return builder.load_atomic(ptr, "acquire", 8)
-
-    return sig, codegen
-
-
-@intrinsic
-def _cycles(typingctx):
-    """The time-stamp counter (llvm.readcyclecounter)."""
-    sig = types.int64()
-
-    def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(ir.IntType(64), [])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.readcyclecounter")
-        return builder.call(fn, [])
-
-    return sig, codegen
+# ctrl slots (hot words a cache line apart)
+CLAIM, DONE = 0, 8
+KIND, NSPANS, WAITING, SYSC, TICKS, ARGS, BOUNDS = 32, 33, 34, 35, 36, 40, 64
+MAX_SPANS = 32
+KIND_PY, KIND_GEMM = 0, 1
+# CLAIM word: job number << 36 | kind << 32 | spans << 16 | next span
+_SPAN_BITS, _KIND_SHIFT, _JOB_SHIFT = 0xFFFF, 32, 36
 
 
 @nb.njit(nogil=True, cache=True)
-def _spin_while(flag, value, cycles):
-    """Wait (GIL released) until flag[0] != value, at most `cycles` counter ticks;
-    whether it changed."""
-    start = _cycles()
-    while _cycles() - start < cycles:
-        if _load_acquire(flag) != value:
+def _spin_while(flag, value, ticks):
+    """Wait (GIL released) until flag[0] != value, at most `ticks`; whether it changed."""
+    start = cycles()
+    while cycles() - start < ticks:
+        if atomic_load(flag, 0) != value:
             return True
-    return _load_acquire(flag) != value
+    return atomic_load(flag, 0) != value
+
+
+@nb.njit(nogil=True, cache=True)
+def _claim(ctrl):
+    """Take the next span of the posted job: (kind, span index), or (-1, -1) if none is
+    left. The job's slots stay valid until a taken span is reported done."""
+    while True:
+        c = atomic_load(ctrl, CLAIM)
+        nxt = c & _SPAN_BITS
+        if nxt >= (c >> 16) & _SPAN_BITS:
+            return -1, -1
+        if atomic_cas(ctrl, CLAIM, c, c + 1):
+            return (c >> _KIND_SHIFT) & 0xF, nxt
+
+
+@nb.njit(nogil=True, cache=True)
+def _run(ctrl, fctrl, i):
+    """Run native span i of the posted job and report it done."""
+    if ctrl[KIND] == KIND_GEMM:
+        blas.gemm_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
+    atomic_add(ctrl, DONE, 1)
+    if atomic_load(ctrl, WAITING):
+        futex_wake(ctrl[SYSC], ctrl, DONE)
+
+
+@nb.njit(nogil=True, cache=True)
+def _worker(ctrl, fctrl):
+    """A worker's wait-and-run loop: runs native spans until it takes a Python job's
+    token (returns True) or nothing came for ctrl[TICKS] (returns False)."""
+    start = cycles()
+    while True:
+        kind, i = _claim(ctrl)
+        if kind < 0:
+            if cycles() - start > ctrl[TICKS]:
+                return False
+            continue
+        if kind == KIND_PY:
+            return True
+        _run(ctrl, fctrl, i)
+        start = cycles()
+
+
+@nb.njit(nogil=True, cache=True)
+def _publish(ctrl, job, kind, bounds):
+    """Post job number `job` over spans [bounds[i], bounds[i + 1]) (a Python job: one
+    token per worker); its arguments are already in ctrl[ARGS:] / fctrl."""
+    n = bounds.shape[0] - 1
+    ctrl[KIND] = kind
+    ctrl[NSPANS] = n
+    for i in range(n + 1):
+        ctrl[BOUNDS + i] = bounds[i]
+    atomic_store(ctrl, DONE, 0)
+    tag = (job & 0x7FFFFFF) << _JOB_SHIFT  # 27 bits: a changed word, never a sign flip
+    atomic_store(ctrl, CLAIM, tag | (kind << _KIND_SHIFT) | (n << 16))
+
+
+@nb.njit(nogil=True, cache=True)
+def _join(ctrl, fctrl, timeout):
+    """Run spans of the posted native job, then wait for the rest: spin ctrl[TICKS],
+    then sleep on the DONE futex (without one, return False: the caller sleeps)."""
+    while True:
+        kind, i = _claim(ctrl)
+        if kind < 0:
+            break
+        _run(ctrl, fctrl, i)
+    n = ctrl[NSPANS]
+    start = cycles()
+    while atomic_load(ctrl, DONE) < n:
+        if cycles() - start > ctrl[TICKS]:
+            break
+    if ctrl[SYSC] == 0:
+        return atomic_load(ctrl, DONE) >= n
+    while True:
+        d = atomic_load(ctrl, DONE)
+        if d >= n:
+            break
+        atomic_store(ctrl, WAITING, 1)  # before re-reading DONE: see _run
+        if atomic_load(ctrl, DONE) == d:
+            futex_wait(ctrl[SYSC], ctrl, DONE, d, timeout)
+    atomic_store(ctrl, WAITING, 0)
+    return True
 
 
 @nb.njit(nogil=True, cache=True)
 def _read_cycles():
-    return _cycles()
+    return cycles()
 
 
-def _calibrate() -> int:
-    """Counter ticks in _SPIN_SECONDS (the counter runs at a fixed rate, not the clock)."""
-    _spin_while(np.zeros(1, np.int64), 0, 0)  # compile / load before timing
-    t0, c0 = time.perf_counter(), _read_cycles()
-    while time.perf_counter() - t0 < 1e-3:
-        pass
-    rate = (_read_cycles() - c0) / (time.perf_counter() - t0)
-    return max(1, int(rate * _SPIN_SECONDS)) if rate > 0 else 1
+def _claimable(claim: int) -> bool:
+    return (claim & _SPAN_BITS) < ((claim >> 16) & _SPAN_BITS)
 
 
 class _Job:
-    """Spans handed out by an atomic counter; the caller waits for running spans only."""
+    """Python spans handed out by an atomic counter; the caller waits for running spans."""
 
     def __init__(self, fn: Callable[[int, int], object], spans: list[tuple[int, int]]) -> None:
         self.fn = fn
@@ -120,8 +197,8 @@ class _Job:
                 with self.cv:
                     self.cv.notify_all()
 
-    def wait(self, spin_cycles: int) -> None:
-        if not self.finished[0] and not _spin_while(self.finished, 0, spin_cycles):
+    def wait(self, ticks: int) -> None:
+        if not self.finished[0] and not _spin_while(self.finished, 0, ticks):
             with self.cv:
                 while not self.finished[0]:
                     self.cv.wait()
@@ -133,52 +210,113 @@ class _Pool:
     """n persistent workers that run the posted job's spans alongside the caller."""
 
     def __init__(self, n: int) -> None:
-        self.spin = _calibrate()
-        self.gen = np.zeros(1, dtype=np.int64)  # bumped (by the caller only) per job
+        # Spin lengths in time-stamp counter ticks: assume 3 GHz until _adapt has
+        # measured the counter's rate against perf_counter over the first ~20 ms.
+        self.spin_ticks = int(3e9 * _SPIN_SECONDS)
+        self.min_ticks = max(1, self.spin_ticks // 40)  # ~5 us
+        self.calibration: tuple[float, int] | None = None
+        self.next_check = 0.0
+        self.last_stat: tuple[int, int, int] | None = None
+        self.ctrl = np.zeros(BOUNDS + MAX_SPANS + 1, dtype=np.int64)
+        self.ctrl[SYSC] = blas.SYSCALL
+        self.ctrl[TICKS] = self.spin_ticks
+        self.fctrl = np.zeros(4, dtype=np.float64)
         self.job: _Job | None = None
+        self.jobs = 0  # jobs posted (the caller holds `busy` while posting)
+        self.tokens = np.arange(min(n, MAX_SPANS) + 1, dtype=np.int64)  # a token per worker
         self.cv = threading.Condition()
         self.sleeping = 0
         self.closed = False
+        self.busy = threading.Lock()  # one job at a time (sessions may run concurrently)
+        # started with the first job: their first kernel call loads numba's compiled
+        # code, which would otherwise compete with session creation for the GIL
         self.workers = [
-            threading.Thread(target=self._loop, name=f"onnxexec-{i}", daemon=True)
-            for i in range(n)
+            threading.Thread(target=self._loop, name=f"onnxexec-{i}", daemon=True) for i in range(n)
         ]
-        for t in self.workers:
-            t.start()
+        self.started = False
 
     def _loop(self) -> None:
-        seen = 0
-        while True:
-            if not _spin_while(self.gen, seen, self.spin):
-                with self.cv:
-                    self.sleeping += 1  # before re-checking gen: see post()
-                    while int(self.gen[0]) == seen and not self.closed:
-                        self.cv.wait()
-                    self.sleeping -= 1
-            if self.closed:
-                return
-            seen = int(self.gen[0])
-            job = self.job
-            if job is not None:
-                job.work()
+        while not self.closed:
+            if _worker(self.ctrl, self.fctrl):
+                job = self.job
+                if job is not None and not self.closed:
+                    job.work()
+                continue
+            with self.cv:
+                self.sleeping += 1  # before reading CLAIM: see _wake
+                while not _claimable(int(self.ctrl[CLAIM])) and not self.closed:
+                    self.cv.wait()
+                self.sleeping -= 1
 
-    def post(self, job: _Job) -> None:
-        self.job = job
-        self.gen[0] += 1
-        # A worker going to sleep counts itself before it re-reads gen, so it either
-        # sees the new gen or is counted here (the GIL orders these steps).
+    def _wake(self) -> None:
+        # A worker going to sleep counts itself before it reads CLAIM, so it either
+        # sees the new job or is counted here (the GIL orders these steps).
         if self.sleeping:
             with self.cv:
                 self.cv.notify_all()
+
+    def _adapt(self) -> None:
+        """Spin only while the machine has cores to spare. Every ~50 ms the caller reads
+        its thread's scheduler statistics: if it spent over 5% of that time waiting
+        for a core, other processes want the CPUs and a spinning thread would take
+        time from them and from our own threads (a model ran 7-15% slower), so
+        hand-offs sleep at once until the contention goes away. The first calls also
+        start the workers and measure the time-stamp counter's rate."""
+        now = time.perf_counter()
+        if now < self.next_check:
+            return
+        self.next_check = now + 0.05
+        if not self.started:
+            self.started = True
+            for t in self.workers:
+                t.start()
+        if self.calibration is None:
+            self.calibration = (now, _read_cycles())
+            self.next_check = now + 0.02
+        elif self.calibration[0] > 0:
+            rate = (_read_cycles() - self.calibration[1]) / (now - self.calibration[0])
+            if rate > 0:
+                self.spin_ticks = max(1, int(rate * _SPIN_SECONDS))
+                self.min_ticks = max(1, self.spin_ticks // 40)
+            self.calibration = (0.0, 0)
+        try:
+            with open("/proc/thread-self/schedstat") as f:
+                run, wait = (int(v) for v in f.read().split()[:2])
+        except (OSError, ValueError):
+            return
+        last, self.last_stat = self.last_stat, (threading.get_ident(), run, wait)
+        if last is not None and last[0] == threading.get_ident():
+            dr, dw = run - last[1], wait - last[2]
+            self.ctrl[TICKS] = self.min_ticks if dw * 20 > dr + dw else self.spin_ticks
+
+    def post_python(self, job: _Job) -> None:
+        self._adapt()
+        self.job = job
+        self.jobs += 1
+        _publish(self.ctrl, self.jobs, KIND_PY, self.tokens)
+        self._wake()
+
+    def run_native(self, kind: int, bounds: np.ndarray) -> None:
+        """Run the native job whose arguments were written to ctrl[ARGS:BOUNDS] / fctrl
+        (only between jobs: the previous one is finished) over spans
+        [bounds[i], bounds[i + 1])."""
+        self.jobs += 1
+        _publish(self.ctrl, self.jobs, kind, bounds)
+        self._wake()
+        self._adapt()
+        while not _join(self.ctrl, self.fctrl, _TIMEOUT):
+            time.sleep(2e-5)  # a worker is still running a span: let it have the core
 
     def close(self) -> None:
         with self.cv:
             self.closed = True
             self.job = None
-            self.gen[0] += 1
+            self.jobs += 1
+            _publish(self.ctrl, self.jobs, KIND_PY, self.tokens)
             self.cv.notify_all()
 
 
+_TIMEOUT = np.array([0, 1_000_000], dtype=np.int64)  # futex timeout (timespec): 1 ms
 _pool: _Pool | None = None
 
 
@@ -192,7 +330,8 @@ def set_num_threads(n: int) -> None:
         old, _pool = _pool, (_Pool(n - 1) if n > 1 else None)
         _threads = n
     if old is not None:
-        old.close()
+        with old.busy:
+            old.close()
 
 
 def num_threads() -> int:
@@ -228,10 +367,22 @@ def parallel_for(
     pool = _pool
     parts = _threads * _SPANS_PER_THREAD if spans is None else spans
     parts = min(parts, n_items // max(1, min_chunk))
-    if parts <= 1 or pool is None:
+    if parts <= 1 or pool is None or not pool.busy.acquire(blocking=False):
         fn(0, n_items)
         return
-    job = _Job(fn, chunks(n_items, parts))
-    pool.post(job)
-    job.work()
-    job.wait(pool.spin)
+    try:
+        job = _Job(fn, chunks(n_items, parts))
+        pool.post_python(job)
+        job.work()
+        job.wait(int(pool.ctrl[TICKS]))
+    finally:
+        pool.busy.release()
+
+
+def native_pool() -> _Pool | None:
+    """The pool, locked for one native job (release pool.busy after), or None when
+    single-threaded or busy with another caller's job (then run serially)."""
+    pool = _pool
+    if pool is None or not pool.busy.acquire(blocking=False):
+        return None
+    return pool

@@ -14,6 +14,7 @@ from onnxexec.ir.passes.fuse_elementwise import fuse_elementwise
 from onnxexec.ir.passes.fuse_gelu import fuse_gelu
 from onnxexec.ir.passes.fuse_layernorm import fuse_layernorm
 from onnxexec.ir.passes.fuse_matmul import fuse_matmul
+from onnxexec.ir.passes.fuse_rope import fuse_rope
 from onnxexec.ir.passes.fuse_skip_norm import fuse_skip_norm
 from onnxexec.ir.passes.prepack import prepack
 
@@ -21,6 +22,7 @@ EXTENDED: list[Callable[[Graph], Graph]] = [
     fold_batchnorm,
     fuse_layernorm,
     fuse_gelu,
+    fuse_rope,
     fuse_attention,
     fuse_matmul,
     fuse_activation,

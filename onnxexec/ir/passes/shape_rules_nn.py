@@ -35,7 +35,14 @@ _REDUCE = (
 ).split()
 
 
-@rule("FusedGelu", "FusedLayerNorm", "FusedRMSNorm", "FusedElementwise", domain="onnxexec")
+@rule(
+    "FusedGelu",
+    "FusedLayerNorm",
+    "FusedRMSNorm",
+    "FusedElementwise",
+    "FusedRotary",
+    domain="onnxexec",
+)
 def _like_first(n, ins):
     x = ins[0]
     return [Facts(x.elem, x.shape) for _ in n.outputs]

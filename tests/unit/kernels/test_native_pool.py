@@ -1,0 +1,110 @@
+"""The native (GIL-free) job path of kernels/parallel.py and the sgemm it calls
+(kernels/blas.py), against float64 numpy references."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from onnxexec.kernels import blas, gemm, parallel
+from onnxexec.kernels.activations import ACT, epilogue_reference
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture(params=[1, 2, 3], ids=["1thread", "2threads", "3threads"])
+def threads(request):
+    old = parallel.num_threads()
+    parallel.set_num_threads(request.param)
+    yield request.param
+    parallel.set_num_threads(old)
+
+
+def _want(x, w, b, code, alpha=0.0, beta=0.0):
+    y = (x.astype(np.float64) @ w.astype(np.float64)).astype(np.float32)
+    return epilogue_reference(y, b, code, alpha, beta)
+
+
+@pytest.mark.parametrize(
+    "m, k, n",
+    [(128, 96, 200), (300, 64, 90), (1, 512, 2304), (17, 1100, 70), (64, 576, 192)],
+)
+@pytest.mark.parametrize("layout", ["kn", "nk_view", "strided"])
+def test_linear_native_layouts(threads, m, k, n, layout) -> None:
+    x = _rand(m, k)
+    if layout == "kn":
+        w = _rand(k, n, seed=1)
+    elif layout == "nk_view":  # transB: a transposed view, as prepacked Gemm weights are
+        w = _rand(n, k, seed=1).T
+    else:  # row stride larger than the row: still read in place (ldb > n)
+        w = _rand(k, n + 13, seed=1)[:, 5 : 5 + n]
+    b = _rand(n, seed=2)
+    got = gemm.linear(x, w, b, ACT["Gelu"])
+    np.testing.assert_allclose(got, _want(x, w, b, ACT["Gelu"]), rtol=1e-4, atol=1e-4)
+    got = gemm.linear(x.reshape(1, m, k), w)  # no epilogue; leading axes kept
+    assert got.shape == (1, m, n)
+    np.testing.assert_allclose(got[0], _want(x, w, None, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_linear_native_activation_params(threads) -> None:
+    x, w, b = _rand(96, 128), _rand(128, 256, seed=1), _rand(256, seed=2)
+    got = gemm.linear(x, w, b, ACT["Clip"], -0.5, 0.75)
+    np.testing.assert_allclose(got, _want(x, w, b, ACT["Clip"], -0.5, 0.75), atol=1e-4)
+    assert got.min() >= -0.5 and got.max() <= 0.75
+
+
+def test_bounds_cover_and_align() -> None:
+    for n, threads, align in [(768, 2, 16), (100, 2, 16), (5, 4, 8), (3000, 3, 16)]:
+        b = gemm._bounds(n, threads, align)
+        assert b[0] == 0 and b[-1] == n and np.all(np.diff(b) > 0)
+        assert np.all(b[1:-1] % align == 0) and len(b) - 1 <= parallel.MAX_SPANS
+
+
+def test_python_and_native_jobs_interleave(threads) -> None:
+    """Python spans and native products alternate on one pool without losing items."""
+    x, w = _rand(64, 256), _rand(256, 384, seed=1)
+    want = _want(x, w, None, 0)
+    for _ in range(20):
+        seen = np.zeros(57, dtype=np.int64)
+
+        def mark(a: int, b: int, seen=seen) -> None:
+            seen[a:b] += 1
+
+        parallel.parallel_for(mark, 57)
+        assert np.all(seen == 1)
+        np.testing.assert_allclose(gemm.linear(x, w), want, rtol=1e-4, atol=1e-4)
+
+
+def test_concurrent_callers_share_the_pool() -> None:
+    """Two threads running products at once: one gets the pool, the other runs serially."""
+    old = parallel.num_threads()
+    parallel.set_num_threads(2)
+    try:
+        x, w = _rand(128, 256), _rand(256, 512, seed=1)
+        want = _want(x, w, None, 0)
+        errors: list[BaseException] = []
+
+        def loop() -> None:
+            try:
+                for _ in range(30):
+                    np.testing.assert_allclose(gemm.linear(x, w), want, rtol=1e-4, atol=1e-4)
+            except BaseException as e:
+                errors.append(e)
+
+        ts = [threading.Thread(target=loop) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not errors
+    finally:
+        parallel.set_num_threads(old)
+
+
+@pytest.mark.skipif(not blas.SGEMM, reason="numpy without a 64-bit-int OpenBLAS")
+def test_blas_sgemm_found() -> None:
+    assert blas.SGEMM > 0
