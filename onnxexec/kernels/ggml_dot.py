@@ -159,6 +159,10 @@ def simd_dot(
     return simd_dot_many([(raw, row_bytes, ggml_type)], x8, xst, out, h)
 
 
+MULTI = True
+"""Prompts (T >= ggml_simd.COLS rows) unpack each weight block once per COLS activation
+rows (same bits as one row at a time, which False restores: kept for A/B timing)."""
+
 _NO_X8 = np.zeros((1, 32), np.int8)
 _NO_XST = np.zeros((1, 3, 1), np.float32)
 _NO_XK = (np.zeros((1, 256), np.int8), np.zeros((1, 1), np.float32), np.zeros((1, 16), np.int32))
@@ -229,4 +233,5 @@ def _call(raws, rbs, kinds, col0s, x8, xst, xk, rows4, out) -> None:
         rows4,
         out,
         n_chunks,
+        ggml_simd.COLS if MULTI else 1,
     )

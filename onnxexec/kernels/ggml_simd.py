@@ -110,22 +110,24 @@ def _hsum8(builder: ir.IRBuilder, acc: Any) -> Any:
     return builder.fadd(builder.fadd(a[0], a[2]), builder.fadd(a[1], a[3]))
 
 
-def _make_dot(kind: int, rows: int) -> Any:
-    """An intrinsic dot(w, off, stride, nblk, x8, xo, xst, do, so, out, o): for r <
-    `rows`, out[o + r] = the dot product of the weight row at byte off + r * stride of
-    w (u8) with the activations x8[xo:xo + 32 nblk] (i8), their block scales at
-    xst[do + b] and Q8_1 sums at xst[so + b] (f32). Offsets index the flat data of
-    C-contiguous arrays."""
+def _make_dot(kind: int, rows: int, cols: int = 1) -> Any:
+    """An intrinsic dot(w, off, stride, nblk, x8, xo, xst, do, so, out, o, ostep): for r <
+    `rows` and c < `cols`, out[o + c ostep + r] = the dot product of the weight row at
+    byte off + r * stride of w (u8) with the activations x8[xo + c K:][:K] (i8, K = 32
+    nblk), their block scales at xst[do + 3 c nblk + b] and Q8_1 sums at xst[so + 3 c
+    nblk + b] (f32). Each weight block is loaded and unpacked once for the `cols`
+    activation rows; every output keeps its own accumulators, so its float steps are
+    those of cols = 1. Offsets index the flat data of C-contiguous arrays."""
     bsize = _BSIZE[kind]
 
     @intrinsic
-    def dot(typingctx, w, off, stride, nblk, x8, xo, xst, do, so, out, o):
+    def dot(typingctx, w, off, stride, nblk, x8, xo, xst, do, so, out, o, ostep):
         ip = types.intp
-        sig = types.void(w, ip, ip, ip, x8, ip, xst, ip, ip, out, ip)
+        sig = types.void(w, ip, ip, ip, x8, ip, xst, ip, ip, out, ip, ip)
 
         def codegen(context, builder, signature, args):
-            wt, _, _, _, x8t, _, xstt, _, _, outt, _ = signature.args
-            w_, off_, stride_, nblk_, x8_, xo_, xst_, do_, so_, out_, o_ = args
+            wt, _, _, _, x8t, _, xstt, _, _, outt, _, _ = signature.args
+            w_, off_, stride_, nblk_, x8_, xo_, xst_, do_, so_, out_, o_, ostep_ = args
 
             def data(aty: Any, a: Any) -> Any:
                 return context.make_array(aty)(context, builder, a).data
@@ -136,14 +138,27 @@ def _make_dot(kind: int, rows: int) -> Any:
             pf = _fn(builder, "llvm.prefetch.p0", ir.VoidType(), [wp.type, _I32, _I32, _I32])
             psign = _fn(builder, "llvm.x86.avx2.psign.b", _V32I8, [_V32I8, _V32I8])
             zero8 = ir.Constant(_V8F32, [0.0] * 8)
-            accs = [cgutils.alloca_once_value(builder, zero8) for _ in range(rows)]
-            summs = [cgutils.alloca_once_value(builder, _F32(0.0)) for _ in range(rows)]
+            rc = [(r, c) for r in range(rows) for c in range(cols)]
+            accs = {k: cgutils.alloca_once_value(builder, zero8) for k in rc}
+            summs = {k: cgutils.alloca_once_value(builder, _F32(0.0)) for k in rc}
             ahead = builder.mul(stride_, _I64(rows))
+            xstep = builder.mul(nblk_, _I64(32))  # one activation row of x8
+            sstep = builder.mul(nblk_, _I64(3))  # one activation row of xst
             with cgutils.for_range(builder, nblk_) as loop:
                 b = loop.index
-                xv = _load(builder, xp, builder.add(xo_, builder.mul(b, _I64(32))), _V32I8)
-                xd = builder.load(builder.gep(sp, [builder.add(do_, b)]))
-                xs = builder.load(builder.gep(sp, [builder.add(so_, b)]))
+                xv, xd, xs = [], [], []
+                for c in range(cols):
+                    xo_c = builder.add(xo_, builder.mul(xstep, _I64(c)))
+                    s_c = builder.mul(sstep, _I64(c))
+                    xv.append(
+                        _load(builder, xp, builder.add(xo_c, builder.mul(b, _I64(32))), _V32I8)
+                    )
+                    xd.append(
+                        builder.load(builder.gep(sp, [builder.add(builder.add(do_, s_c), b)]))
+                    )
+                    xs.append(
+                        builder.load(builder.gep(sp, [builder.add(builder.add(so_, s_c), b)]))
+                    )
                 for r in range(rows):
                     bp = builder.add(
                         builder.add(off_, builder.mul(stride_, _I64(r))),
@@ -158,23 +173,32 @@ def _make_dot(kind: int, rows: int) -> Any:
                         lo = builder.and_(qb, ir.Constant(_V16I8, [15] * 16))
                         hi = builder.lshr(qb, ir.Constant(_V16I8, [4] * 16))
                         idx = ir.Constant(ir.VectorType(_I32, 32), list(range(32)))
-                        s = _lane_sums(builder, builder.shuffle_vector(lo, hi, idx), xv)
-                    elif kind == Q5_0_KIND:
-                        s = _lane_sums_signed(builder, psign, _q5_0_values(builder, wp, bp), xv)
-                    else:
-                        qb = _load(builder, wp, builder.add(bp, _I64(2)), _V32I8)
-                        s = _lane_sums_signed(builder, psign, qb, xv)
-                    dd = _splat8(builder, builder.fmul(d, xd))
-                    acc = builder.call(fma8, [dd, builder.sitofp(s, _V8F32), builder.load(accs[r])])
-                    builder.store(acc, accs[r])
-                    if kind == Q4_1_KIND:
+                        ux = builder.shuffle_vector(lo, hi, idx)
                         m = _half(builder, wp, builder.add(bp, _I64(2)))
-                        builder.store(builder.call(fma1, [m, xs, builder.load(summs[r])]), summs[r])
-            for r in range(rows):
-                res = _hsum8(builder, builder.load(accs[r]))
+                    else:
+                        if kind == Q5_0_KIND:
+                            qv = _q5_0_values(builder, wp, bp)
+                        else:
+                            qv = _load(builder, wp, builder.add(bp, _I64(2)), _V32I8)
+                        ux = builder.call(psign, [qv, qv])
+                    for c in range(cols):
+                        if kind == Q4_1_KIND:
+                            s = _lane_sums(builder, ux, xv[c])
+                        else:
+                            s = _lane_sums(builder, ux, builder.call(psign, [xv[c], qv]))
+                        dd = _splat8(builder, builder.fmul(d, xd[c]))
+                        a_p = accs[r, c]
+                        acc = builder.call(fma8, [dd, builder.sitofp(s, _V8F32), builder.load(a_p)])
+                        builder.store(acc, a_p)
+                        if kind == Q4_1_KIND:
+                            s_p = summs[r, c]
+                            builder.store(builder.call(fma1, [m, xs[c], builder.load(s_p)]), s_p)
+            for r, c in rc:
+                res = _hsum8(builder, builder.load(accs[r, c]))
                 if kind == Q4_1_KIND:
-                    res = builder.fadd(res, builder.load(summs[r]))
-                builder.store(res, builder.gep(op, [builder.add(o_, _I64(r))]))
+                    res = builder.fadd(res, builder.load(summs[r, c]))
+                oi = builder.add(builder.add(o_, _I64(r)), builder.mul(ostep_, _I64(c)))
+                builder.store(res, builder.gep(op, [oi]))
             return context.get_dummy_value()
 
         return sig, codegen
@@ -182,47 +206,92 @@ def _make_dot(kind: int, rows: int) -> Any:
     return dot
 
 
-_DOT_Q4_1_R = _make_dot(Q4_1_KIND, ROWS)
-_DOT_Q4_1_1 = _make_dot(Q4_1_KIND, 1)
-_DOT_Q8_0_R = _make_dot(Q8_0_KIND, ROWS)
-_DOT_Q8_0_1 = _make_dot(Q8_0_KIND, 1)
-_DOT_Q5_0_R = _make_dot(Q5_0_KIND, ROWS)
-_DOT_Q5_0_1 = _make_dot(Q5_0_KIND, 1)
+COLS: Final = 4  # activation rows per multi-token call (prefill)
+_DOTS = {
+    (kind, r, c): _make_dot(kind, r, c)
+    for kind in (Q4_1_KIND, Q8_0_KIND, Q5_0_KIND)
+    for r in (ROWS, 1)
+    for c in (COLS, 1)
+}
+_Q41_RC, _Q41_R1 = _DOTS[Q4_1_KIND, ROWS, COLS], _DOTS[Q4_1_KIND, ROWS, 1]
+_Q41_1C, _Q41_11 = _DOTS[Q4_1_KIND, 1, COLS], _DOTS[Q4_1_KIND, 1, 1]
+_Q80_RC, _Q80_R1 = _DOTS[Q8_0_KIND, ROWS, COLS], _DOTS[Q8_0_KIND, ROWS, 1]
+_Q80_1C, _Q80_11 = _DOTS[Q8_0_KIND, 1, COLS], _DOTS[Q8_0_KIND, 1, 1]
+_Q50_RC, _Q50_R1 = _DOTS[Q5_0_KIND, ROWS, COLS], _DOTS[Q5_0_KIND, ROWS, 1]
+_Q50_1C, _Q50_11 = _DOTS[Q5_0_KIND, 1, COLS], _DOTS[Q5_0_KIND, 1, 1]
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def rows(raw, row_bytes, kind, x8, xst, out, col0, n0, n1):
+def _dot(kind, full, multi, raw, off, rb, nblk, x8, xo, xst, do, so, out, o, ostep):
+    """The intrinsic of (kind, ROWS or 1 weight rows, COLS or 1 activation rows)."""
+    a = (raw, off, rb, nblk, x8, xo, xst, do, so, out, o, ostep)
+    if kind == Q4_1_KIND:
+        if full:
+            if multi:
+                _Q41_RC(*a)
+            else:
+                _Q41_R1(*a)
+        elif multi:
+            _Q41_1C(*a)
+        else:
+            _Q41_11(*a)
+    elif kind == Q8_0_KIND:
+        if full:
+            if multi:
+                _Q80_RC(*a)
+            else:
+                _Q80_R1(*a)
+        elif multi:
+            _Q80_1C(*a)
+        else:
+            _Q80_11(*a)
+    elif full:
+        if multi:
+            _Q50_RC(*a)
+        else:
+            _Q50_R1(*a)
+    elif multi:
+        _Q50_1C(*a)
+    else:
+        _Q50_11(*a)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def rows(raw, row_bytes, kind, x8, xst, out, col0, n0, n1, cols):
     """out[t, col0 + n] for the weight rows n in [n0, n1) and every activation row t
-    (see `_make_dot`)."""
+    (see `_make_dot`), COLS activation rows per call when cols >= COLS."""
     T, K = x8.shape
     N = out.shape[1]
     nblk = K // 32
     r = n0
     while r < n1:
-        step = ROWS if r + ROWS <= n1 else 1
-        for t in range(T):
-            xo = t * K
+        full = r + ROWS <= n1
+        t = 0
+        while t < T:
+            multi = cols >= COLS and t + COLS <= T
             do = t * 3 * nblk
-            so = do + nblk
-            o = t * N + col0 + r
-            if kind == Q4_1_KIND:
-                if step == ROWS:
-                    _DOT_Q4_1_R(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
-                else:
-                    _DOT_Q4_1_1(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
-            elif kind == Q8_0_KIND:
-                if step == ROWS:
-                    _DOT_Q8_0_R(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
-                else:
-                    _DOT_Q8_0_1(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
-            elif step == ROWS:
-                _DOT_Q5_0_R(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
-            else:
-                _DOT_Q5_0_1(raw, r * row_bytes, row_bytes, nblk, x8, xo, xst, do, so, out, o)
-        r += step
+            _dot(
+                kind,
+                full,
+                multi,
+                raw,
+                r * row_bytes,
+                row_bytes,
+                nblk,
+                x8,
+                t * K,
+                xst,
+                do,
+                do + nblk,
+                out,
+                t * N + col0 + r,
+                N,
+            )
+            t += COLS if multi else 1
+        r += ROWS if full else 1
 
 
-def _dot_many(raws, row_bytes, kinds, col0s, x8, xst, out, n_chunks):
+def _dot_many(raws, row_bytes, kinds, col0s, x8, xst, out, n_chunks, cols=COLS):
     """out[:, col0s[i] + n] = (W_i . x)[:, n] for every weight i (GGUF bytes raws[i],
     row_bytes[i] per row, kinds[i]; all rows K = x8.shape[1] long): the weights' groups
     of ROWS rows in one range cut into n_chunks spans (one parallel region for Q|K|V).
@@ -243,7 +312,7 @@ def _dot_many(raws, row_bytes, kinds, col0s, x8, xst, out, n_chunks):
                 n = raws[i].shape[0] // row_bytes[i]
                 n0 = (a - gs[i]) * ROWS
                 n1 = min(n, (b - gs[i]) * ROWS)
-                rows(raws[i], row_bytes[i], kinds[i], x8, xst, out, col0s[i], n0, n1)
+                rows(raws[i], row_bytes[i], kinds[i], x8, xst, out, col0s[i], n0, n1, cols)
 
 
 DOT_MANY = twins(_dot_many)

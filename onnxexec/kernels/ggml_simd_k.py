@@ -44,6 +44,7 @@ from onnxexec.kernels.ggml_simd import (
     _V8I32,
     _V16I16,
     _V32I8,
+    COLS,
     ROWS,
     _fn,
     _half,
@@ -128,22 +129,25 @@ def _q4k_scales(builder: ir.IRBuilder, wp: Any, o: Any) -> tuple[Any, Any]:
     return bytes8(u0, u1), bytes8(u2, u3)
 
 
-def _make_k_dot(kind: int, rows: int, variant: bool) -> Any:
-    """An intrinsic dot(w, off, stride, nsb, x8, xo, xd, xdo, bs, bo, out, o): for r <
-    `rows`, out[o + r] = the product of the Q4_K / Q6_K weight row at byte off + r *
-    stride of w (u8, nsb super-blocks) with the Q8_K activations x8[xo:] (i8), their
-    scales xd[xdo:] (f32) and bsums bs[bo:] (i32). `variant`: Q4_K's gemm order (per
-    64 values), Q6_K's tiled order. Offsets index the flat data of C arrays."""
+def _make_k_dot(kind: int, rows: int, variant: bool, cols: int = 1) -> Any:
+    """An intrinsic dot(w, off, stride, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep): for
+    r < `rows` and c < `cols`, out[o + c ostep + r] = the product of the Q4_K / Q6_K
+    weight row at byte off + r * stride of w (u8, nsb super-blocks) with the Q8_K
+    activation row c: values x8[xo + c K:] (i8, K = 256 nsb), scales xd[xdo + c nsb:]
+    (f32), bsums bs[bo + c K / 16:] (i32). `variant`: Q4_K's gemm order (per 64 values),
+    Q6_K's tiled order. The `cols` rows share each weight block's loads and unpacking
+    (the same values: LLVM computes them once); every output keeps its own float
+    steps. Offsets index the flat data of C arrays."""
     bsize = q.Q4_K_BYTES if kind == Q4_K_KIND else q.Q6_K_BYTES
 
     @intrinsic
-    def dot(typingctx, w, off, stride, nsb, x8, xo, xd, xdo, bs, bo, out, o):
+    def dot(typingctx, w, off, stride, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep):
         ip = types.intp
-        sig = types.void(w, ip, ip, ip, x8, ip, xd, ip, bs, ip, out, ip)
+        sig = types.void(w, ip, ip, ip, x8, ip, xd, ip, bs, ip, out, ip, ip)
 
         def codegen(context, builder, signature, args):
             wp, xp, dp, bp, op = _arg_ptrs(context, builder, signature, args, (0, 4, 6, 8, 10))
-            off_, stride_, nsb_, _, xo_, _, xdo_, _, bo_, _, o_ = args[1:]
+            off_, stride_, nsb_, _, xo_, _, xdo_, _, bo_, _, o_, ostep_ = args[1:]
             fma8 = _fn(builder, "llvm.fma.v8f32", _V8F32, [_V8F32] * 3)
             fma1 = _fn(builder, "llvm.fma.f32", _F32, [_F32] * 3)
             pf = _fn(builder, "llvm.prefetch.p0", ir.VoidType(), [wp.type, _I32, _I32, _I32])
@@ -151,16 +155,31 @@ def _make_k_dot(kind: int, rows: int, variant: bool) -> Any:
                 zero = ir.Constant(_V8F32, [0.0] * 8)
             else:
                 zero = _F32(0.0)
-            accs = [cgutils.alloca_once_value(builder, zero) for _ in range(rows)]
-            accms = [cgutils.alloca_once_value(builder, _F32(0.0)) for _ in range(rows)]
+            rc = [(r, c) for r in range(rows) for c in range(cols)]
+            accs = {k: cgutils.alloca_once_value(builder, zero) for k in rc}
+            accms = {k: cgutils.alloca_once_value(builder, _F32(0.0)) for k in rc}
             ahead = builder.mul(stride_, _I64(rows))
+            kstep = builder.mul(nsb_, _I64(QK_K))
             with cgutils.for_range(builder, nsb_) as loop:
                 i = loop.index
-                xo = builder.add(xo_, builder.mul(i, _I64(QK_K)))
-                xv = [_load(builder, xp, builder.add(xo, _I64(32 * c)), _V32I8) for c in range(8)]
-                yd = builder.load(builder.gep(dp, [builder.add(xdo_, i)]))
-                bsp = builder.gep(bp, [builder.add(bo_, builder.mul(i, _I64(16)))])
-                bsv = builder.load(builder.bitcast(bsp, _V16I32.as_pointer()), align=4)
+                xv, yd, bsv = [], [], []
+                for c in range(cols):
+                    xo = builder.add(
+                        builder.add(xo_, builder.mul(kstep, _I64(c))), builder.mul(i, _I64(QK_K))
+                    )
+                    xv.append(
+                        [
+                            _load(builder, xp, builder.add(xo, _I64(32 * j)), _V32I8)
+                            for j in range(8)
+                        ]
+                    )
+                    di = builder.add(builder.add(xdo_, builder.mul(nsb_, _I64(c))), i)
+                    yd.append(builder.load(builder.gep(dp, [di])))
+                    bi = builder.add(
+                        builder.add(bo_, builder.mul(nsb_, _I64(16 * c))), builder.mul(i, _I64(16))
+                    )
+                    bsp = builder.gep(bp, [bi])
+                    bsv.append(builder.load(builder.bitcast(bsp, _V16I32.as_pointer()), align=4))
                 for r in range(rows):
                     o = builder.add(
                         builder.add(off_, builder.mul(stride_, _I64(r))),
@@ -169,19 +188,43 @@ def _make_k_dot(kind: int, rows: int, variant: bool) -> Any:
                     for k in range(0, bsize, 64):  # the same blocks `rows` rows ahead
                         p = builder.gep(wp, [builder.add(builder.add(o, ahead), _I64(k))])
                         builder.call(pf, [p, _I32(0), _I32(3), _I32(1)])
-                    if kind == Q4_K_KIND:
-                        _q4k_block(builder, wp, o, xv, yd, bsv, accs[r], accms[r], variant, fma1)
-                    else:
-                        _q6k_block(builder, wp, o, xv, yd, bsv, accs[r], variant, fma1, fma8)
-            for r in range(rows):
-                acc = builder.load(accs[r])
+                    for c in range(cols):
+                        if kind == Q4_K_KIND:
+                            _q4k_block(
+                                builder,
+                                wp,
+                                o,
+                                xv[c],
+                                yd[c],
+                                bsv[c],
+                                accs[r, c],
+                                accms[r, c],
+                                variant,
+                                fma1,
+                            )
+                        else:
+                            _q6k_block(
+                                builder,
+                                wp,
+                                o,
+                                xv[c],
+                                yd[c],
+                                bsv[c],
+                                accs[r, c],
+                                variant,
+                                fma1,
+                                fma8,
+                            )
+            for r, c in rc:
+                acc = builder.load(accs[r, c])
                 if kind == Q4_K_KIND:
-                    res = builder.fsub(acc, builder.load(accms[r]))
+                    res = builder.fsub(acc, builder.load(accms[r, c]))
                 elif variant:
                     res = acc
                 else:
                     res = _hsum8(builder, acc)
-                builder.store(res, builder.gep(op, [builder.add(o_, _I64(r))]))
+                oi = builder.add(builder.add(o_, _I64(r)), builder.mul(ostep_, _I64(c)))
+                builder.store(res, builder.gep(op, [oi]))
             return context.get_dummy_value()
 
         return sig, codegen
@@ -259,23 +302,83 @@ def _q6k_block(builder, wp, o, xv, yd, bsv, acc_p, tiled, fma1, fma8) -> None:
 
 
 _K_DOTS = {
-    (kind, r, v): _make_k_dot(kind, r, v)
+    (kind, r, v, c): _make_k_dot(kind, r, v, c)
     for kind in (Q4_K_KIND, Q6_K_KIND)
     for r in (ROWS, 1)
     for v in (False, True)
+    for c in (COLS, 1)
 }
-_Q4K_R, _Q4K_1 = _K_DOTS[Q4_K_KIND, ROWS, False], _K_DOTS[Q4_K_KIND, 1, False]
-_Q4K_GEMM_R, _Q4K_GEMM_1 = _K_DOTS[Q4_K_KIND, ROWS, True], _K_DOTS[Q4_K_KIND, 1, True]
-_Q6K_R, _Q6K_1 = _K_DOTS[Q6_K_KIND, ROWS, False], _K_DOTS[Q6_K_KIND, 1, False]
-_Q6K_TILED_R, _Q6K_TILED_1 = _K_DOTS[Q6_K_KIND, ROWS, True], _K_DOTS[Q6_K_KIND, 1, True]
+
+_K_DOTS_Q4K_RC = _K_DOTS[Q4_K_KIND, ROWS, False, COLS]
+_K_DOTS_Q4K_R1 = _K_DOTS[Q4_K_KIND, ROWS, False, 1]
+_K_DOTS_Q4K_1C = _K_DOTS[Q4_K_KIND, 1, False, COLS]
+_K_DOTS_Q4K_11 = _K_DOTS[Q4_K_KIND, 1, False, 1]
+_K_DOTS_Q4K_GEMM_RC = _K_DOTS[Q4_K_KIND, ROWS, True, COLS]
+_K_DOTS_Q4K_GEMM_R1 = _K_DOTS[Q4_K_KIND, ROWS, True, 1]
+_K_DOTS_Q4K_GEMM_1C = _K_DOTS[Q4_K_KIND, 1, True, COLS]
+_K_DOTS_Q4K_GEMM_11 = _K_DOTS[Q4_K_KIND, 1, True, 1]
+_K_DOTS_Q6K_RC = _K_DOTS[Q6_K_KIND, ROWS, False, COLS]
+_K_DOTS_Q6K_R1 = _K_DOTS[Q6_K_KIND, ROWS, False, 1]
+_K_DOTS_Q6K_1C = _K_DOTS[Q6_K_KIND, 1, False, COLS]
+_K_DOTS_Q6K_11 = _K_DOTS[Q6_K_KIND, 1, False, 1]
+_K_DOTS_Q6K_TILED_RC = _K_DOTS[Q6_K_KIND, ROWS, True, COLS]
+_K_DOTS_Q6K_TILED_R1 = _K_DOTS[Q6_K_KIND, ROWS, True, 1]
+_K_DOTS_Q6K_TILED_1C = _K_DOTS[Q6_K_KIND, 1, True, COLS]
+_K_DOTS_Q6K_TILED_11 = _K_DOTS[Q6_K_KIND, 1, True, 1]
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def k_rows(raw, rb, kind, xk8, xkd, xkbs, rows4, out, col0, n0, n1):
+def _k_dot(kind, variant, full, multi, w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep):
+    """The intrinsic of (kind, variant, ROWS or 1 weight rows, COLS or 1 activation
+    rows) on the other arguments."""
+    if kind == Q4_K_KIND:
+        if variant:
+            if full:
+                if multi:
+                    _K_DOTS_Q4K_GEMM_RC(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+                else:
+                    _K_DOTS_Q4K_GEMM_R1(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+            elif multi:
+                _K_DOTS_Q4K_GEMM_1C(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+            else:
+                _K_DOTS_Q4K_GEMM_11(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+        elif full:
+            if multi:
+                _K_DOTS_Q4K_RC(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+            else:
+                _K_DOTS_Q4K_R1(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+        elif multi:
+            _K_DOTS_Q4K_1C(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+        else:
+            _K_DOTS_Q4K_11(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+    elif variant:
+        if full:
+            if multi:
+                _K_DOTS_Q6K_TILED_RC(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+            else:
+                _K_DOTS_Q6K_TILED_R1(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+        elif multi:
+            _K_DOTS_Q6K_TILED_1C(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+        else:
+            _K_DOTS_Q6K_TILED_11(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+    elif full:
+        if multi:
+            _K_DOTS_Q6K_RC(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+        else:
+            _K_DOTS_Q6K_R1(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+    elif multi:
+        _K_DOTS_Q6K_1C(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+    else:
+        _K_DOTS_Q6K_11(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def k_rows(raw, rb, kind, xk8, xkd, xkbs, rows4, out, col0, n0, n1, cols):
     """out[t, col0 + n] for the weight rows n in [n0, n1) of a Q4_K / Q6_K weight (GGUF
     bytes raw, rb per row) and every activation row t; x as Q8_K with int8 values
     (rows t < rows4 take the repacked Q4_K's gemm order; Q6_K from TILED_MIN_T rows
-    on the tiled order)."""
+    on the tiled order). COLS activation rows per call when cols >= COLS (never
+    across rows4: rows4 is a multiple of 4)."""
     T, K = xk8.shape
     N = out.shape[1]
     nsb = K // QK_K
@@ -283,35 +386,43 @@ def k_rows(raw, rb, kind, xk8, xkd, xkbs, rows4, out, col0, n0, n1):
     r = n0
     while r < n1:
         full = r + ROWS <= n1
-        for t in range(T):
-            xo = t * K
-            xdo = t * nsb
-            bo = t * (K // 16)
-            o = t * N + col0 + r
-            w0 = r * rb
-            if kind == Q4_K_KIND:
-                if t < rows4:
-                    if full:
-                        _Q4K_GEMM_R(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
-                    else:
-                        _Q4K_GEMM_1(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
-                elif full:
-                    _Q4K_R(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
-                else:
-                    _Q4K_1(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
-            elif tiled:
-                if full:
-                    _Q6K_TILED_R(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
-                else:
-                    _Q6K_TILED_1(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
-            elif full:
-                _Q6K_R(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
-            else:
-                _Q6K_1(raw, w0, rb, nsb, xk8, xo, xkd, xdo, xkbs, bo, out, o)
+        t = 0
+        while t < T:
+            # Q4_K's per-output horizontal sums dominate and are not shared between
+            # activation rows: its 4-row calls measured no faster, slightly slower
+            multi = (
+                kind != Q4_K_KIND
+                and cols >= COLS
+                and t + COLS <= T
+                and (t >= rows4 or t + COLS <= rows4)
+            )
+            variant = t < rows4 if kind == Q4_K_KIND else tiled
+            _k_dot(
+                kind,
+                variant,
+                full,
+                multi,
+                raw,
+                r * rb,
+                rb,
+                nsb,
+                xk8,
+                t * K,
+                xkd,
+                t * nsb,
+                xkbs,
+                t * (K // 16),
+                out,
+                t * N + col0 + r,
+                N,
+            )
+            t += COLS if multi else 1
         r += ROWS if full else 1
 
 
-def _dot_many(raws, row_bytes, kinds, col0s, x8, xst, xk8, xkd, xkbs, rows4, out, n_chunks):
+def _dot_many(
+    raws, row_bytes, kinds, col0s, x8, xst, xk8, xkd, xkbs, rows4, out, n_chunks, cols=COLS
+):
     """ggml_simd._dot_many over weights of any kind here or in ggml_simd: block kinds
     read x8 / xst (quantize_act8), K kinds xk8 / xkd / xkbs (Q8_K, int8 values; rows
     below rows4 take the repacked Q4_K's gemm order). All rows K = x8.shape[1] long."""
@@ -344,9 +455,10 @@ def _dot_many(raws, row_bytes, kinds, col0s, x8, xst, xk8, xkd, xkbs, rows4, out
                         col0s[i],
                         n0,
                         n1,
+                        cols,
                     )
                 else:
-                    rows(raws[i], row_bytes[i], kinds[i], x8, xst, out, col0s[i], n0, n1)
+                    rows(raws[i], row_bytes[i], kinds[i], x8, xst, out, col0s[i], n0, n1, cols)
 
 
 DOT_MANY = twins(_dot_many)

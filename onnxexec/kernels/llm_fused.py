@@ -11,8 +11,9 @@ computes - the same float32 operations in the same order:
 - `rope_store_one` + `ATTEND_ONE`: one new token: RoPE of q and k
   (ggml_math.rope_rotate), k and v rounded to half into the caches, then attention
   exactly as attention._attend_ggml computes it for T = 1 (ggml_vec_dot_f16
-  summation order), the heads in parallel. The lane loops are laid out so the vectorizer
-  can run them; each accumulator cell still sums its terms in ggml's order.
+  summation order), the heads in parallel. q.k is ggml_simd_attn.QK32 (8-wide vector
+  code on AVX2 hosts); the other lane loops are laid out so the vectorizer can run
+  them; each accumulator cell still sums its terms in ggml's order.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from onnxexec.kernels.ggml_math import (
     expf,
     fma32,
 )
+from onnxexec.kernels.ggml_simd_attn import QK32
 from onnxexec.kernels.lanes import twins
 
 _F16_MIN_NORMAL: Final = 0x38800000  # float32 bits of 2^-14
@@ -271,7 +273,6 @@ def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv
         qv = np.empty(Dh, np.float32)
         w = np.empty(p + 1, np.float32)
         dj = np.empty(p + 1, np.float32)
-        v8 = np.empty(8, np.float32)
         e = np.empty(8, np.float32)
         acc2 = np.zeros((4, 8, Dh), np.float32)
         red = np.empty(Dh, np.float32)
@@ -284,30 +285,8 @@ def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv
             qv[d] = f16_round(qq)
         m = np.float32(-np.inf)
         for j in range(lo, p + 1):
-            kj = k_cache[j, hk]
-            # ggml_vec_dot_f16's 4 x 8 accumulators: cell c = (d >> 3) & 3, d & 7 sums
-            # d = c, c + 32, ... in order; v8[l] = the first reduction step over cells
-            # (l, l + 8, l + 16, l + 24). Written per lane: 2.5x faster in numba than
-            # a loop over 32 accumulator cells, same sums.
-            for ln in range(8):
-                if d32 == 0:
-                    v8[ln] = 0.0
-                    continue
-                a0 = np.float32(0.0) + kj[ln] * qv[ln]
-                a1 = np.float32(0.0) + kj[ln + 8] * qv[ln + 8]
-                a2 = np.float32(0.0) + kj[ln + 16] * qv[ln + 16]
-                a3 = np.float32(0.0) + kj[ln + 24] * qv[ln + 24]
-                for d0 in range(32, d32, 32):
-                    a0 += kj[d0 + ln] * qv[d0 + ln]
-                    a1 += kj[d0 + ln + 8] * qv[d0 + ln + 8]
-                    a2 += kj[d0 + ln + 16] * qv[d0 + ln + 16]
-                    a3 += kj[d0 + ln + 24] * qv[d0 + ln + 24]
-                v8[ln] = np.float32(a0 + a2) + np.float32(a1 + a3)
-            t0 = np.float32(v8[0] + v8[4])
-            t1 = np.float32(v8[1] + v8[5])
-            t2 = np.float32(v8[2] + v8[6])
-            t3 = np.float32(v8[3] + v8[7])
-            s64 = np.float64(np.float32(np.float32(t0 + t1) + np.float32(t2 + t3)))
+            # ggml_vec_dot_f16's 4 x 8 accumulators over d < d32, then the leftovers
+            s64 = np.float64(QK32(k_cache, j, hk, qv, d32))
             for d in range(d32, Dh):
                 s64 += np.float64(np.float32(k_cache[j, hk, d] * qv[d]))
             s = np.float32(s64)

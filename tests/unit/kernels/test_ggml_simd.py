@@ -39,7 +39,9 @@ def test_quantize_act8_equals_quantize_act():
 
 
 @pytest.mark.parametrize("t", TYPES, ids=q.type_name)
-@pytest.mark.parametrize(("n", "k", "rows"), [(1, 32, 1), (7, 64, 1), (9, 96, 3), (70, 576, 2)])
+@pytest.mark.parametrize(
+    ("n", "k", "rows"), [(1, 32, 1), (7, 64, 1), (9, 96, 3), (70, 576, 2), (13, 64, 4), (6, 96, 9)]
+)
 def test_matches_dot_blocks(t, n, k, rows):
     rng = np.random.default_rng(t * 100 + n + rows)
     raw = random_blocks(t, n * k // 32, rng)
@@ -103,3 +105,21 @@ def test_simd_types_are_raw_weights_in_qmatmul():
         assert w.layout == "raw"
         x = rng.standard_normal((2, k)).astype(np.float32)
         np.testing.assert_array_equal(qmatmul(x, w, mode="int8"), _want(raw, t, n, x))
+
+
+@pytest.mark.parametrize("t", TYPES, ids=q.type_name)
+def test_multi_token_calls_equal_one_row_calls(t, monkeypatch):
+    """Prompts take ggml_simd.COLS activation rows per weight block load (and one row
+    at a time for the rest); every output must keep the one-row kernel's bits."""
+    from onnxexec.kernels import ggml_dot
+
+    rng = np.random.default_rng(t + 7)
+    n, k, rows = 11, 128, 2 * ggml_simd.COLS + 3
+    raw = random_blocks(t, n * k // 32, rng)
+    x8, xst = quantize_act8(rng.standard_normal((rows, k)).astype(np.float32))
+    got = np.empty((rows, n), np.float32)
+    simd_dot(raw, raw.size // n, t, x8, xst, got)
+    monkeypatch.setattr(ggml_dot, "MULTI", False)
+    one = np.empty((rows, n), np.float32)
+    simd_dot(raw, raw.size // n, t, x8, xst, one)
+    np.testing.assert_array_equal(got, one)

@@ -73,7 +73,15 @@ def test_quantize_q8_k8_equals_quantize_q8_k():
 @pytest.mark.parametrize("t", TYPES, ids=q.type_name)
 @pytest.mark.parametrize(
     ("n", "k", "rows"),
-    [(8, 256, 1), (16, 512, 3), (24, 768, 4), (13, 256, 5), (40, 768, 8), (8, 512, 9)],
+    [
+        (8, 256, 1),
+        (16, 512, 3),
+        (24, 768, 4),
+        (13, 256, 5),
+        (40, 768, 8),
+        (8, 512, 9),
+        (16, 256, 13),
+    ],
 )
 def test_matches_references(t, n, k, rows):
     if not simd_ok(t, n):
