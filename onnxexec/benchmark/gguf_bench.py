@@ -83,8 +83,6 @@ def prompt_ids(tokenizer: Any, n: int) -> list[int]:
 
 
 class _Ours:
-    name = "onnxexec"
-
     def __init__(self, model: str, n_ctx: int, threads: int) -> None:
         from onnxexec.llm.model import LLM
 
@@ -99,8 +97,6 @@ class _Ours:
 
 class _LlamaCpp:
     """llama.cpp in a worker process of its own (see llama_cpp_worker.py for why)."""
-
-    name = "llama.cpp"
 
     def __init__(self, model: str, n_ctx: int, threads: int) -> None:
         try:

@@ -307,15 +307,12 @@ _K_DOTS = {
     for r in (ROWS, 1)
     for v in (False, True)
     for c in (COLS, 1)
+    if kind == Q6_K_KIND or c == 1  # Q4_K never takes COLS rows per call (k_rows)
 }
 
-_K_DOTS_Q4K_RC = _K_DOTS[Q4_K_KIND, ROWS, False, COLS]
 _K_DOTS_Q4K_R1 = _K_DOTS[Q4_K_KIND, ROWS, False, 1]
-_K_DOTS_Q4K_1C = _K_DOTS[Q4_K_KIND, 1, False, COLS]
 _K_DOTS_Q4K_11 = _K_DOTS[Q4_K_KIND, 1, False, 1]
-_K_DOTS_Q4K_GEMM_RC = _K_DOTS[Q4_K_KIND, ROWS, True, COLS]
 _K_DOTS_Q4K_GEMM_R1 = _K_DOTS[Q4_K_KIND, ROWS, True, 1]
-_K_DOTS_Q4K_GEMM_1C = _K_DOTS[Q4_K_KIND, 1, True, COLS]
 _K_DOTS_Q4K_GEMM_11 = _K_DOTS[Q4_K_KIND, 1, True, 1]
 _K_DOTS_Q6K_RC = _K_DOTS[Q6_K_KIND, ROWS, False, COLS]
 _K_DOTS_Q6K_R1 = _K_DOTS[Q6_K_KIND, ROWS, False, 1]
@@ -331,24 +328,14 @@ _K_DOTS_Q6K_TILED_11 = _K_DOTS[Q6_K_KIND, 1, True, 1]
 def _k_dot(kind, variant, full, multi, w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep):
     """The intrinsic of (kind, variant, ROWS or 1 weight rows, COLS or 1 activation
     rows) on the other arguments."""
-    if kind == Q4_K_KIND:
+    if kind == Q4_K_KIND:  # one activation row per call (multi is never set for Q4_K)
         if variant:
             if full:
-                if multi:
-                    _K_DOTS_Q4K_GEMM_RC(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
-                else:
-                    _K_DOTS_Q4K_GEMM_R1(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
-            elif multi:
-                _K_DOTS_Q4K_GEMM_1C(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+                _K_DOTS_Q4K_GEMM_R1(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
             else:
                 _K_DOTS_Q4K_GEMM_11(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
         elif full:
-            if multi:
-                _K_DOTS_Q4K_RC(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
-            else:
-                _K_DOTS_Q4K_R1(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
-        elif multi:
-            _K_DOTS_Q4K_1C(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+            _K_DOTS_Q4K_R1(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
         else:
             _K_DOTS_Q4K_11(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
     elif variant:
