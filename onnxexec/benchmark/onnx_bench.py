@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -47,6 +47,9 @@ class BenchResult:
     def ratio(self) -> float:
         """onnxexec median / anchor median (< 1 means onnxexec is faster)."""
         return self.engines[0].median_ms / self.engines[1].median_ms
+
+
+SETTLE_S: Final = 0.1  # pause before each timed run (see bench_onnx)
 
 
 def _ort_session(model: str, threads: int) -> Any:
@@ -131,10 +134,14 @@ def bench_onnx(
     memory: bool = True,
     feed_path: str | None = None,
     level: int = 99,
+    settle_s: float = SETTLE_S,
 ) -> BenchResult:
     """Interleave runs of each engine so machine noise hits both equally.
 
     `level` is onnxexec's graph_optimization_level (onnxruntime keeps its default).
+    Each timed run starts `settle_s` after the previous one ended, so it is timed as it
+    runs alone: onnxruntime's pool threads keep spinning after a run (~40 ms of CPU,
+    measured here), which took one of the two cores from whichever engine ran next.
     """
     opts = SessionOptions(intra_op_num_threads=threads, graph_optimization_level=level)
     # Once per process, as importing onnxruntime loads its library: the op registry
@@ -158,6 +165,7 @@ def bench_onnx(
             r()
     for _ in range(runs):
         for eng, r in zip(engines, runners, strict=True):
+            time.sleep(settle_s)
             t = time.perf_counter()
             r()
             eng.times_s.append(time.perf_counter() - t)

@@ -8,7 +8,6 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 import click
-from tqdm import tqdm
 
 from onnxexec.cli.common import verbose_option
 from onnxexec.conformance.expected import SUITES, load_expected
@@ -50,6 +49,8 @@ def conformance_cmd(
     pattern: str, suite: str, op_type: str, json_path: str | None, failures_only: bool
 ) -> None:
     """Run the ONNX backend test suites through onnxexec and report per op type."""
+    from tqdm import tqdm  # here: every CLI start (`onnxexec generate`) imports this module
+
     from onnxexec.conformance.runner import run_case
     from onnxexec.conformance.suites import collect
 

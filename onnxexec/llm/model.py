@@ -17,6 +17,7 @@ from onnxexec.llm.fusion import fuse_graph, prepare_weights
 from onnxexec.llm.graph import GraphOptions, build_llm_graph
 from onnxexec.loaders.ggml_types import GGMLType
 from onnxexec.loaders.gguf_reader import GGUFFile, GGUFTensor, read_gguf
+from onnxexec.ops.registry import load_families
 from onnxexec.runtime.executor import execute
 from onnxexec.runtime.plan import GraphPlan, plan_graph
 from onnxexec.runtime.threads import set_threads
@@ -118,6 +119,8 @@ class LLM:
             )
             if self.options.fuse:
                 g = fuse_graph(g)  # layer-sized ops, exact
+            # the decoder's ops: planning then imports no other op family (ONNX ones)
+            load_families("llm", "llm_fused")
             self._plans[last_only] = plan_graph(g)
         return self._plans[last_only]
 

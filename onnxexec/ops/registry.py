@@ -69,9 +69,11 @@ def op(op_type: str, since: int, domain: str = "", wants: tuple[str, ...] = ()) 
 
 def resolve(domain: str, op_type: str, opset: int) -> Handler | None:
     """Handler with the largest `since` <= opset, or None."""
-    _ensure_loaded()
+    key = (canonical_domain(domain), op_type)
+    if key not in _family_keys:
+        _ensure_loaded()
     best = None
-    for h in _REGISTRY.get((canonical_domain(domain), op_type), ()):
+    for h in _REGISTRY.get(key, ()):
         if h.since <= opset:
             best = h
     return best
@@ -88,6 +90,24 @@ def all_handlers() -> list[Handler]:
 
 
 _loaded = False
+# ops registered by the families load_families imported (every version of each)
+_family_keys: set[tuple[str, str]] = set()
+
+
+def load_families(*names: str) -> None:
+    """Import just these op families (modules of onnxexec.ops, e.g. "llm"): lookups of
+    the ops they register then skip importing every other family (~0.3 s, most of
+    which a GGUF model never uses). One module holds every version of its ops (no op
+    is split across families), so the answer is the one a full load gives; any other
+    op still loads everything on first lookup."""
+    import importlib
+
+    mods = {f"{__package__}.{n}" for n in names}
+    for m in sorted(mods):
+        importlib.import_module(m)
+    for key, hs in _REGISTRY.items():
+        if all(h.fn.__module__ in mods for h in hs):
+            _family_keys.add(key)
 
 
 def _ensure_loaded() -> None:
