@@ -150,8 +150,10 @@ def cycles(typingctx):
 
 # ----- the product span a pool thread runs ---------------------------------------
 # Job arguments, as slots of an int64 array (floats in a float64 array beside it).
-FN, TB, M, N, K, X, LDA, W, LDB, OUT, LDC, BIAS, ACT, AXIS = range(14)
-G_ARGS = 14
+# The activation applies to output columns [ACT0, ACT1) only (a grouped product whose
+# outputs differ in activation, e.g. Llama's gate and up projections).
+FN, TB, M, N, K, X, LDA, W, LDB, OUT, LDC, BIAS, ACT, AXIS, ACT0, ACT1 = range(16)
+G_ARGS = 16
 _NO_Z = np.zeros((1, 1), dtype=np.float32)
 
 
@@ -169,11 +171,26 @@ def gemm_span(a, fa, i0, i1):
     else:
         sgemm(fn, tb, i1 - i0, n, k, x + 4 * i0 * lda, lda, w, ldb, out + 4 * i0 * ldc, ldc, 0.0)
         r0, r1, c0, c1 = i0, i1, 0, n
+    span_epilogue(a, fa, r0, r1, c0, c1)
+
+
+@nb.njit(nogil=True, cache=True)
+def span_epilogue(a, fa, r0, r1, c0, c1):
+    """The GEMM job's bias / activation on rows [r0, r1) x columns [c0, c1) of OUT."""
+    m, n, out, ldc = a[M], a[N], a[OUT], a[LDC]
     if a[BIAS] == 0 and a[ACT] == 0:
         return
     y = nb.carray(f32_ptr(out), (m, ldc))[r0:r1]
     bias = nb.carray(f32_ptr(a[BIAS]), (n,)) if a[BIAS] != 0 else _NO_Z[0]
-    _epilogue(y, c0, c1, bias, a[BIAS] != 0, False, _NO_Z, False, a[ACT], fa[0], fa[1])
+    has_bias = a[BIAS] != 0
+    # columns [c0, c1) = bias only | bias + activation | bias only
+    lo, hi = max(c0, min(a[ACT0], c1)), max(c0, min(a[ACT1], c1))
+    if has_bias and lo > c0:
+        _epilogue(y, c0, lo, bias, True, False, _NO_Z, False, 0, 0.0, 0.0)
+    if hi > lo:
+        _epilogue(y, lo, hi, bias, has_bias, False, _NO_Z, False, a[ACT], fa[0], fa[1])
+    if has_bias and c1 > hi:
+        _epilogue(y, hi, c1, bias, True, False, _NO_Z, False, 0, 0.0, 0.0)
 
 
 def _find_syscall() -> int:

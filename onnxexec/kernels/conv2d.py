@@ -3,8 +3,13 @@
 - 1x1, stride 1, no padding: one matrix product W (M, C) @ X (C, H*W) per image and
   group, split over output columns (or channels) across threads.
 - depthwise (one input channel per group): kernels/depthwise.py's direct kernel.
-- stride 1 with output rows of >= _WIDE_MIN_OW: im2col at the padded width (one
-  contiguous copy per column-matrix row), junk columns dropped after the sgemm.
+- KxK with the weight stored OHWI (ir/passes/conv_layout.py) and enough input channels
+  and output width (conv_taps.use_taps): kernels/conv_taps.py, one sgemm per kernel tap
+  reading the padded input in place, no column matrix.
+- output rows of >= _WIDE_MIN_OW, stride 1 or a kernel over 3x3 (ResNet's 7x7 stem):
+  im2col at the padded width of the input split by stride phase (one contiguous copy
+  per column-matrix row), junk columns dropped after the sgemm. A strided 3x3 or 1x1
+  does better with the gathering im2col below (no phase split, no compaction pass).
 - anything else: im2col in tiles of whole output rows (each tile's column matrix
   stays around 2 MiB) and one sgemm per tile into the output's columns; tiles are
   split across threads, each building its own column matrix. When there are fewer
@@ -24,7 +29,9 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels import blas
 from onnxexec.kernels.activations import _epilogue, act_row, epilogue
+from onnxexec.kernels.conv_taps import conv_taps, ohwi, phase_planes, pointwise_span, use_taps
 from onnxexec.kernels.depthwise import depthwise2d_fused
 from onnxexec.kernels.parallel import num_threads, parallel_for
 
@@ -74,17 +81,19 @@ def _im2col_rows(x, c0, c1, kh, kw, sh, sw, ph, pw, dh, dw, ow, i0, i1, cols):
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
-def _im2col_wide(xp, c0, c1, kh, kw, dh, dw, i0, i1, cols):
-    """Stride-1 im2col at the padded width wp: cols[(c, a, b), (i - i0) * wp + j] =
-    xp[c, i + a*dh, j + b*dw] for all j < wp (columns j >= OW are junk, dropped later),
-    so each row of cols is one contiguous copy."""
-    wp = xp.shape[2]
-    n = (i1 - i0) * wp
+def _im2col_wide(xq, c0, c1, kh, kw, sh, sw, dh, dw, i0, i1, cols):
+    """im2col at the phase-plane width wq from xq (sh * sw, C, hq, wq) (conv_taps.
+    phase_planes): cols[(c, a, b), (i - i0) * wq + j] = tap (a, b)'s plane at row
+    i + (a*dh) // sh, column j + (b*dw) // sw, for all j < wq (columns j >= OW are
+    junk, dropped later), so each row of cols is one contiguous copy."""
+    wq = xq.shape[3]
+    n = (i1 - i0) * wq
     for c in range(c0, c1):
-        plane = xp[c].reshape(-1)
         for a in range(kh):
             for b in range(kw):
-                start = (i0 + a * dh) * wp + b * dw
+                ra, cb = a * dh, b * dw
+                plane = xq[(ra % sh) * sw + cb % sw, c].reshape(-1)
+                start = (i0 + ra // sh) * wq + cb // sw
                 src = plane[start : start + n]
                 dst = cols[((c - c0) * kh + a) * kw + b]
                 for q in range(n):
@@ -141,6 +150,21 @@ def conv2d(
     if cg == 1 and group == c and m % c == 0:
         return depthwise2d_fused(x, w, b, strides, pads, dilations, out, act, alpha, beta, zc)
     mg = m // group
+    if use_taps(cg, ow, kh, kw) and ohwi(w):
+        wo = w.transpose(0, 2, 3, 1)  # (M, KH, KW, Cg), C-contiguous
+        for i in range(n):
+            for g in range(group):
+                sl = slice(g * mg, (g + 1) * mg)
+                xq = phase_planes(
+                    x[i], g * cg, (g + 1) * cg, (kh, kw), strides, pads[:2], dilations, out_hw
+                )
+                conv_taps(
+                    xq, wo[sl], out[i, sl].reshape(mg, oh * ow), strides, dilations, out_hw,
+                    None if b is None else b[sl],
+                    None if zc is None else zc[i, sl].reshape(mg, oh * ow),
+                    act, alpha, beta,
+                )  # fmt: skip
+        return out
     wmat = _f32(w.reshape(group, mg, cg * kh * kw))
     sh, sw = strides[0], strides[1]
     if kh == kw == 1 and sh == sw == 1 and (oh, ow) == (height, width) and not any(pads[:2]):
@@ -161,7 +185,11 @@ def conv2d(
         return out
     geo = Geo(kh, kw, sh, sw, pads[0], pads[1], dilations[0], dilations[1], ow)
     for i in range(n):
-        xp = _padded(x[i], geo, oh) if geo.sh == geo.sw == 1 and ow >= _WIDE_MIN_OW else None
+        xq = (
+            phase_planes(x[i], 0, c, (kh, kw), strides, pads[:2], dilations, out_hw)
+            if ow >= _WIDE_MIN_OW and (sh == sw == 1 or kh * kw > 9)
+            else None
+        )
         for g in range(group):
             sl = slice(g * mg, (g + 1) * mg)
             y = out[i, sl].reshape(mg, oh * ow)
@@ -173,8 +201,8 @@ def conv2d(
                 None if zc is None else zc[i, sl].reshape(mg, oh * ow),
             )
             c0, c1 = g * cg, (g + 1) * cg
-            if xp is not None:
-                _wide_gemm(xp, c0, c1, wmat[g], y, geo, ep)
+            if xq is not None:
+                _wide_gemm(xq, c0, c1, wmat[g], y, geo, ep)
             else:
                 _im2col_gemm(x[i], c0, c1, wmat[g], y, geo, ep)
     return out
@@ -243,31 +271,29 @@ def _pointwise(
     )
     bb = _NO_BIAS if bias is None else bias
     zz = _NO_Z if z is None else z
-    if num_threads() == 1 or mg * p * wm.shape[1] < _PARALLEL_MACS:
-        np.matmul(wm, xm, out=y)
-        if has_epi:
-            _epilogue(y, 0, p, bb, has_b, True, zz, has_z, act, alpha, beta)
-    elif p >= mg:
-        blocks = -(-p // 64)
-
-        def cols(a: int, b: int) -> None:
-            p0, p1 = a * 64, min(b * 64, p)
-            np.matmul(wm, xm[:, p0:p1], out=y[:, p0:p1])
-            if has_epi:
-                _epilogue(y, p0, p1, bb, has_b, True, zz, has_z, act, alpha, beta)
-
-        parallel_for(cols, blocks)
+    fn = blas.SGEMM
+    if fn and wm.flags.c_contiguous and xm.flags.c_contiguous and y.flags.c_contiguous:
+        # one compiled call per span: sgemm + epilogue (see conv_taps.pointwise_span)
+        def span(m0: int, m1: int, p0: int, p1: int) -> None:
+            pointwise_span(
+                fn, wm, xm, y, bb, has_b, zz, has_z, act, alpha, beta, m0, m1, p0, p1
+            )  # fmt: skip
     else:
 
-        def rows(a: int, b: int) -> None:
-            np.matmul(wm[a:b], xm, out=y[a:b])
+        def span(m0: int, m1: int, p0: int, p1: int) -> None:
+            np.matmul(wm[m0:m1], xm[:, p0:p1], out=y[m0:m1, p0:p1])
             if has_epi:
                 _epilogue(
-                    y[a:b], 0, p, bb[a:b] if has_b else bb, has_b, True,
-                    zz[a:b] if has_z else zz, has_z, act, alpha, beta,
+                    y[m0:m1], p0, p1, bb[m0:m1] if has_b else bb, has_b, True,
+                    zz[m0:m1] if has_z else zz, has_z, act, alpha, beta,
                 )  # fmt: skip
 
-        parallel_for(rows, mg, min_chunk=4)
+    if num_threads() == 1 or mg * p * wm.shape[1] < _PARALLEL_MACS:
+        span(0, mg, 0, p)
+    elif p >= mg:
+        parallel_for(lambda a, b: span(0, mg, a * 64, min(b * 64, p)), -(-p // 64))
+    else:
+        parallel_for(lambda a, b: span(a, b, 0, p), mg, min_chunk=4)
 
 
 def _tiles(ck: int, width: int, oh: int, mg: int) -> int:
@@ -279,23 +305,13 @@ def _tiles(ck: int, width: int, oh: int, mg: int) -> int:
     return max(rows, 1)
 
 
-def _padded(xi: np.ndarray, geo: Geo, oh: int) -> np.ndarray:
-    """xi (C, H, W) zero-padded to (C, hp, wp) with room for the junk columns' reads."""
-    c, height, width = xi.shape
-    wp = max(width + geo.pw, (geo.ow - 1) + (geo.kw - 1) * geo.dw + 1)
-    hp = max(height + geo.ph, oh + (geo.kh - 1) * geo.dh) + 1
-    xp = np.zeros((c, hp, wp), dtype=np.float32)
-    xp[:, geo.ph : geo.ph + height, geo.pw : geo.pw + width] = xi
-    return xp
-
-
 def _wide_gemm(
-    xp: np.ndarray, c0: int, c1: int, wm: np.ndarray, y: np.ndarray, geo: Geo, ep: Epi
+    xq: np.ndarray, c0: int, c1: int, wm: np.ndarray, y: np.ndarray, geo: Geo, ep: Epi
 ) -> None:
-    """Stride-1 conv: im2col at the padded width (one contiguous copy per column-matrix
-    row), one sgemm per tile into a wide buffer, then compaction + epilogue into y."""
+    """im2col at the phase-plane width (one contiguous copy per column-matrix row), one
+    sgemm per tile into a wide buffer, then compaction + epilogue into y."""
     ck = wm.shape[1]
-    wp = xp.shape[2]
+    wp = xq.shape[3]
     ow = geo.ow
     oh = y.shape[1] // ow
     rows_per_tile = _tiles(ck, wp, oh, wm.shape[0])
@@ -311,7 +327,7 @@ def _wide_gemm(
             i0, i1 = t * rows_per_tile, min((t + 1) * rows_per_tile, oh)
             width = (i1 - i0) * wp
             cm, em = cols[:, :width], ext[:, :width]
-            _im2col_wide(xp, c0, c1, geo.kh, geo.kw, geo.dh, geo.dw, i0, i1, cm)
+            _im2col_wide(xq, c0, c1, geo.kh, geo.kw, geo.sh, geo.sw, geo.dh, geo.dw, i0, i1, cm)
             np.matmul(wm, cm, out=em)
             _compact(
                 em, wp, i1 - i0, y, i0 * ow, ow, bias, has_b, z, has_z, ep.act, ep.alpha, ep.beta

@@ -245,14 +245,13 @@ def depthwise2d_fused(
     geo = tuple(int(v) for v in geo)
     per_plane = oh * ow * wk.shape[1]
     min_chunk = max(1, _DW_SPAN_MACS // max(per_plane, 1))
+    has_b, has_z = bias is not None, z is not None
     for i in range(n):
         xi, oi = x[i].reshape(c, height * width), out[i].reshape(m, oh * ow)
         zi = _NO_Z if z is None else z[i].reshape(m, oh * ow)
 
         def planes(m0: int, m1: int, xi=xi, oi=oi, zi=zi) -> None:
-            _dw_fused(
-                xi, wk, b, bias is not None, zi, z is not None, geo, oi, m0, m1, act, alpha, beta
-            )
+            _dw_fused(xi, wk, b, has_b, zi, has_z, geo, oi, m0, m1, act, alpha, beta)
 
         parallel_for(planes, m, min_chunk=min_chunk)
     return out

@@ -23,11 +23,12 @@ import os
 
 import numpy as np
 
-from onnxexec.kernels import blas
+from onnxexec.kernels import blas, sgemm_packed
 from onnxexec.kernels.activations import epilogue
 from onnxexec.kernels.parallel import (
     ARGS,
     KIND_GEMM,
+    KIND_PACKED,
     MAX_SPANS,
     native_pool,
     num_threads,
@@ -48,9 +49,14 @@ def linear(
     act: int = 0,
     alpha: float = 0.0,
     beta: float = 0.0,
+    act_cols: tuple[int, int] | None = None,
 ) -> np.ndarray:
-    """act(x @ w + bias): x (..., K) f32, w (K, N) f32 (any strides), bias (N,) -> (..., N)."""
+    """act(x @ w + bias): x (..., K) f32, w (K, N) f32 (any strides), bias (N,) -> (..., N).
+
+    `act_cols` = (lo, hi) applies the activation to output columns [lo, hi) only (the
+    bias still goes everywhere); default all N."""
     k, n = w.shape
+    lo, hi = (0, n) if act_cols is None else act_cols
     if x.shape[-1] != k:
         raise ValueError(f"matmul: x {list(x.shape)} and weight {list(w.shape)} do not multiply")
     lead = x.shape[:-1]
@@ -60,14 +66,14 @@ def linear(
     threads = num_threads()
     if threads == 1 or m * n * k < _MIN_NATIVE or m == 0 or n == 0:
         np.matmul(x2, w, out=out)
-        epilogue(out, 0, n, bias, act, alpha, beta)
-    elif _native(x2, w, out, bias, act, alpha, beta, threads):
+        _finish(out, 0, n, bias, act, alpha, beta, lo, hi)
+    elif _native(x2, w, out, bias, act, alpha, beta, threads, lo, hi):
         pass
     elif m >= n:
 
         def rows(a: int, b: int) -> None:
             np.matmul(x2[a:b], w, out=out[a:b])
-            epilogue(out[a:b], 0, n, bias, act, alpha, beta)
+            _finish(out[a:b], 0, n, bias, act, alpha, beta, lo, hi)
 
         parallel_for(rows, m, min_chunk=8)
     else:
@@ -76,10 +82,22 @@ def linear(
         def cols(a: int, b: int) -> None:
             n0, n1 = a * _COL_BLOCK, min(b * _COL_BLOCK, n)
             np.matmul(x2, w[:, n0:n1], out=out[:, n0:n1])
-            epilogue(out, n0, n1, bias, act, alpha, beta)
+            _finish(out, n0, n1, bias, act, alpha, beta, lo, hi)
 
         parallel_for(cols, blocks)
     return out.reshape(*lead, n)
+
+
+def _finish(out, n0, n1, bias, act, alpha, beta, lo, hi) -> None:
+    """The epilogue on columns [n0, n1) of out: bias everywhere, the activation on the
+    part inside [lo, hi)."""
+    a, b = max(n0, min(lo, n1)), max(n0, min(hi, n1))
+    if act == 0 or (a, b) == (n0, n1):
+        epilogue(out, n0, n1, bias, act if b > a else 0, alpha, beta)
+        return
+    for c0, c1, code in ((n0, a, 0), (a, b, act), (b, n1, 0)):
+        if c1 > c0:
+            epilogue(out, c0, c1, bias, code, alpha, beta)
 
 
 def _bounds(n_items: int, threads: int, align: int) -> np.ndarray:
@@ -101,7 +119,7 @@ def _ld(a: np.ndarray, inner: int) -> int | None:
     return s0 // 4
 
 
-def _native(x2, w, out, bias, act, alpha, beta, threads: int) -> bool:
+def _native(x2, w, out, bias, act, alpha, beta, threads: int, lo: int = 0, hi: int = -1) -> bool:
     """act(x2 @ w + bias) into out on the native pool (no GIL in the workers); False
     when the pool or sgemm is unavailable or an operand needs a copy."""
     m, k = x2.shape
@@ -137,12 +155,83 @@ def _native(x2, w, out, bias, act, alpha, beta, threads: int) -> bool:
             0 if bias is None else bias.ctypes.data,
             act,
             axis,
+            lo,
+            n if hi < 0 else hi,
         )
         pool.fctrl[0], pool.fctrl[1] = alpha, beta
         pool.run_native(KIND_GEMM, bounds)
     finally:
         pool.busy.release()
     return True
+
+
+def linear_packed(
+    x: np.ndarray,
+    wp: np.ndarray,
+    n: int,
+    bias: np.ndarray | None = None,
+    act: int = 0,
+    alpha: float = 0.0,
+    beta: float = 0.0,
+    act_cols: tuple[int, int] | None = None,
+) -> np.ndarray:
+    """`linear` for a weight packed by sgemm_packed.pack: x (..., K) f32, wp (P, K, 16)
+    holding W (K, n) -> act(x @ W + bias) (..., n). Threads split the panels."""
+    p, k, _ = wp.shape
+    if x.shape[-1] != k or not (p - 1) * sgemm_packed.NR < n <= p * sgemm_packed.NR:
+        raise ValueError(f"matmul: x {list(x.shape)} and packed weight {list(wp.shape)} (N={n})")
+    lead = x.shape[:-1]
+    x2 = x.reshape(math.prod(lead), k)
+    if x2.strides[-1] != 4 or not x2.flags.aligned or (x2.shape[0] > 1 and x2.strides[0] % 4):
+        x2 = np.ascontiguousarray(x2)
+    m = x2.shape[0]
+    lda = x2.strides[0] // 4 if m > 1 else k
+    out = np.empty((m, n), dtype=np.float32)
+    if m == 0 or n == 0:
+        return out.reshape(*lead, n)
+    if k == 0:
+        out.fill(0.0)
+        epilogue(out, 0, n, bias, act, alpha, beta)
+        return out.reshape(*lead, n)
+    lo, hi = (0, n) if act_cols is None else act_cols
+    if bias is not None:
+        bias = np.ascontiguousarray(bias, dtype=np.float32)
+    threads = num_threads()
+    pool = native_pool() if threads > 1 and m * n * k >= _MIN_NATIVE and p > 1 else None
+    if pool is None:
+        sgemm_packed.packed_span(
+            x2.ctypes.data, lda, m, k, wp.ctypes.data, n, out.ctypes.data, n, 0, p
+        )
+        _finish(out, 0, n, bias, act, alpha, beta, lo, hi)
+        return out.reshape(*lead, n)
+    try:
+        # Without per-call packing a span costs only its panels: finer spans balance a
+        # thread that starts late (or is preempted) at no extra cost.
+        parts = min(p, 4 * threads, MAX_SPANS)
+        bounds = np.array([p * i // parts for i in range(parts + 1)], dtype=np.int64)
+        pool.ctrl[ARGS : ARGS + blas.G_ARGS] = (
+            0,
+            0,
+            m,
+            n,
+            k,
+            x2.ctypes.data,
+            lda,
+            wp.ctypes.data,
+            0,
+            out.ctypes.data,
+            n,
+            0 if bias is None else bias.ctypes.data,
+            act,
+            1,
+            lo,
+            hi,
+        )
+        pool.fctrl[0], pool.fctrl[1] = alpha, beta
+        pool.run_native(KIND_PACKED, bounds)
+    finally:
+        pool.busy.release()
+    return out.reshape(*lead, n)
 
 
 def batched(a: np.ndarray, b: np.ndarray) -> np.ndarray:

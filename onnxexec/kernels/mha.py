@@ -16,11 +16,13 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels import blas
 from onnxexec.kernels.parallel import parallel_for
 from onnxexec.kernels.vmath import exp_row
 
 f32 = np.float32
 _NO_MASK = np.zeros((1, 1), dtype=np.float32)
+_NO_MASK4 = np.zeros((1, 1, 1, 1), dtype=np.float32)
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
@@ -61,6 +63,62 @@ def softmax_rows(x, mask, has_mask, scale, nan_to_zero, scratch):
             row[j] = row[j] * inv
 
 
+@nb.njit(nogil=True, cache=True)
+def _ld(a):
+    """(transposed, leading dimension) of a 2-D float32 view for sgemm: unit stride
+    along its rows (0) or columns (1, read as the transpose); -1 if neither."""
+    r, c = a.shape
+    s0, s1 = a.strides
+    if s1 == 4 or c == 1:
+        ld = s0 // 4 if r > 1 else c
+        return 0, ld if ld >= c and s0 % 4 == 0 else -1
+    if s0 == 4 or r == 1:
+        ld = s1 // 4 if c > 1 else r
+        return 1, ld if ld >= r and s1 % 4 == 0 else -1
+    return 0, -1
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def _heads(fn, q, kt, v, m4, has_mask, scale, nan_to_zero, out, i0, i1):
+    """Heads [i0, i1) of attention (index b * H + h), GIL-free: per head one sgemm for
+    the scores, softmax_rows, one sgemm with V. Operands were checked by
+    `_blas_views` (unit stride along rows or columns, leading dims in range)."""
+    h, t = q.shape[1], q.shape[2]
+    dh = q.shape[3]
+    hkv, s = kt.shape[1], kt.shape[3]
+    dv = v.shape[3]
+    group = h // hkv
+    scores = np.empty((t, s), dtype=np.float32)
+    scratch = np.empty(s, dtype=np.int32)
+    for i in range(i0, i1):
+        bi, hi = i // h, i % h
+        hk = hi // group
+        qa, ka, va, oa = q[bi, hi], kt[bi, hk], v[bi, hk], out[bi, hi]
+        _, lda = _ld(qa)
+        tk, ldk = _ld(ka)
+        tv, ldv = _ld(va)
+        blas.sgemm(
+            fn, blas.TRANS if tk else blas.NO_TRANS, t, s, dh,
+            qa.ctypes.data, lda, ka.ctypes.data, ldk, scores.ctypes.data, s, 0.0,
+        )  # fmt: skip
+        mrow = m4[min(bi, m4.shape[0] - 1), min(hi, m4.shape[1] - 1)]
+        softmax_rows(scores, mrow, has_mask, scale, nan_to_zero, scratch)
+        blas.sgemm(
+            fn, blas.TRANS if tv else blas.NO_TRANS, t, dv, s,
+            scores.ctypes.data, s, va.ctypes.data, ldv, oa.ctypes.data, dv, 0.0,
+        )  # fmt: skip
+
+
+def _blas_views(q: np.ndarray, kt: np.ndarray, v: np.ndarray) -> bool:
+    """Whether every per-head matrix can go to sgemm in place (q row-major)."""
+    if not blas.SGEMM or not all(a.flags.aligned for a in (q, kt, v)):
+        return False
+    if q.size == 0 or kt.size == 0 or v.size == 0:
+        return False
+    tq, lq = _ld(q[0, 0])
+    return tq == 0 and lq > 0 and _ld(kt[0, 0])[1] > 0 and _ld(v[0, 0])[1] > 0
+
+
 def attention(
     q: np.ndarray,
     kt: np.ndarray,
@@ -82,6 +140,17 @@ def attention(
     m4 = None
     if mask is not None:
         m4 = np.broadcast_to(mask.astype(np.float32, copy=False), (b, h, t, s))
+    if _blas_views(q, kt, v):
+        # one GIL-free kernel call per span of heads (no Python between heads)
+        mk = _NO_MASK4 if m4 is None else m4
+        has = m4 is not None
+        fn = blas.SGEMM
+
+        def native(i0: int, i1: int) -> None:
+            _heads(fn, q, kt, v, mk, has, scale, nan_to_zero, out, i0, i1)
+
+        parallel_for(native, b * h)
+        return out
 
     def heads(i0: int, i1: int) -> None:
         scores = np.empty((t, s), dtype=np.float32)

@@ -44,7 +44,7 @@ from itertools import count
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels import blas
+from onnxexec.kernels import blas, sgemm_packed
 from onnxexec.kernels.blas import (
     atomic_add,
     atomic_cas,
@@ -64,7 +64,7 @@ _SPIN_SECONDS = 2e-4  # how long a hand-off spins before it sleeps (see _Pool._a
 CLAIM, DONE = 0, 8
 KIND, NSPANS, WAITING, SYSC, TICKS, ARGS, BOUNDS = 32, 33, 34, 35, 36, 40, 64
 MAX_SPANS = 32
-KIND_PY, KIND_GEMM = 0, 1
+KIND_PY, KIND_GEMM, KIND_PACKED = 0, 1, 2
 # CLAIM word: job number << 36 | kind << 32 | spans << 16 | next span
 _SPAN_BITS, _KIND_SHIFT, _JOB_SHIFT = 0xFFFF, 32, 36
 
@@ -97,6 +97,8 @@ def _run(ctrl, fctrl, i):
     """Run native span i of the posted job and report it done."""
     if ctrl[KIND] == KIND_GEMM:
         blas.gemm_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
+    elif ctrl[KIND] == KIND_PACKED:
+        sgemm_packed.packed_job(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
     atomic_add(ctrl, DONE, 1)
     if atomic_load(ctrl, WAITING):
         futex_wake(ctrl[SYSC], ctrl, DONE)

@@ -1,5 +1,6 @@
 """onnxexec::FusedMatMul and onnxexec::FusedConv: a product with its bias and
-activation applied in one pass (graph passes fuse_matmul_add / fuse_activation).
+activation applied in one pass (graph passes fuse_matmul_add / fuse_activation);
+onnxexec::FusedMatMulGroup: sibling products of one input as one (fuse_qkv).
 
 float32 runs the threaded kernels (kernels/gemm.py, kernels/activations.py); other
 dtypes take the plain numpy path, so a fused graph computes what the unfused one did.
@@ -13,7 +14,8 @@ import numpy as np
 
 from onnxexec.kernels.activations import ACT, epilogue, epilogue_reference
 from onnxexec.kernels.conv2d import conv2d
-from onnxexec.kernels.gemm import batched, linear
+from onnxexec.kernels.gemm import batched, linear, linear_packed
+from onnxexec.kernels.sgemm_packed import unpack
 from onnxexec.ops import _window as win
 from onnxexec.ops.conv import _compute_dtype, _geometry, conv_nd
 from onnxexec.ops.registry import op
@@ -58,9 +60,16 @@ def fused_matmul(
     activation: str = "",
     alpha: float = 0.0,
     beta: float = 0.0,
+    packed: int = 0,
 ) -> np.ndarray:
     """act(A @ B' + bias): numpy matmul broadcasting, B' = B or (transB) B with its last
-    two axes swapped, bias broadcast along the last axis."""
+    two axes swapped, bias broadcast along the last axis. packed = N: B is a (K, N)
+    weight packed by pass pack_weights (kernels/sgemm_packed.py)."""
+    if packed:
+        if a.dtype == F32 and a.ndim >= 1 and (bias is None or bias.dtype == F32):
+            bb = None if bias is None else bias.reshape(-1)
+            return linear_packed(a, b, packed, bb, _code(activation), alpha, beta)
+        b = unpack(b, packed)
     w = np.swapaxes(b, -1, -2) if transB else b
     fast = a.dtype == F32 and w.dtype == F32 and (bias is None or bias.dtype == F32)
     if fast and w.ndim == 2 and a.ndim >= 1 and (bias is None or bias.size == w.shape[1]):
@@ -73,6 +82,45 @@ def fused_matmul(
     if bias is not None:
         y += bias  # y is fresh; bias broadcasts along the last axis only (pass contract)
     return activate(y, activation, alpha, beta)
+
+
+@op("FusedMatMulGroup", 1, domain=D)
+def fused_matmul_group(
+    a: np.ndarray,
+    b: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    splits: tuple[int, ...],
+    activation: str = "",
+    alpha: float = 0.0,
+    beta: float = 0.0,
+    activated: int = 0,
+    packed: int = 0,
+) -> tuple[np.ndarray, ...]:
+    """Several products of one input as one (graph pass fuse_qkv): y = A @ B + bias with
+    B (K, N) the column-wise concatenation of the members' weights, the activation on
+    the first `activated` members only; output i is column block i of y (splits[i]
+    wide), a view into y. packed = N: B packed by pass pack_weights."""
+    if packed and not (a.dtype == F32 and a.ndim and (bias is None or bias.dtype == F32)):
+        b, packed = unpack(b, packed), 0
+    n = packed or (b.shape[1] if b.ndim == 2 else -1)
+    if sum(splits) != n or activated > len(splits):
+        raise ValueError(f"FusedMatMulGroup: weight {list(b.shape)} does not match {splits}")
+    edges = np.concatenate([[0], np.cumsum(splits)]).tolist()
+    act_hi = edges[activated]
+    code = _code(activation) if activated else 0
+    if a.dtype == F32 and b.dtype == F32 and (bias is None or bias.dtype == F32) and a.ndim:
+        if packed:
+            y = linear_packed(a, b, n, bias, code, alpha, beta, act_cols=(0, act_hi))
+        else:
+            y = linear(a, b, bias, code, alpha, beta, act_cols=(0, act_hi))
+    else:
+        y = np.matmul(a, b)
+        if bias is not None:
+            y = y + bias
+        if code:
+            y[..., :act_hi] = epilogue_reference(y[..., :act_hi], None, code, alpha, beta)
+    return tuple(y[..., edges[i] : edges[i + 1]] for i in range(len(splits)))
 
 
 # Conv geometry by shapes + attributes: computing it costs more than a small conv

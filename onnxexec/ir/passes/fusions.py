@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from onnxexec.ir.graph import Graph
+from onnxexec.ir.passes.conv_layout import conv_layout
 from onnxexec.ir.passes.fold_batchnorm import fold_batchnorm
 from onnxexec.ir.passes.fuse_activation import fuse_activation
 from onnxexec.ir.passes.fuse_attention import fuse_attention
@@ -14,8 +15,10 @@ from onnxexec.ir.passes.fuse_elementwise import fuse_elementwise
 from onnxexec.ir.passes.fuse_gelu import fuse_gelu
 from onnxexec.ir.passes.fuse_layernorm import fuse_layernorm
 from onnxexec.ir.passes.fuse_matmul import fuse_matmul
+from onnxexec.ir.passes.fuse_qkv import fuse_qkv
 from onnxexec.ir.passes.fuse_rope import fuse_rope
 from onnxexec.ir.passes.fuse_skip_norm import fuse_skip_norm
+from onnxexec.ir.passes.pack_weights import pack_weights
 from onnxexec.ir.passes.prepack import prepack
 
 EXTENDED: list[Callable[[Graph], Graph]] = [
@@ -29,4 +32,9 @@ EXTENDED: list[Callable[[Graph], Graph]] = [
     fuse_skip_norm,
     fuse_elementwise,
 ]
-LAYOUT: list[Callable[[Graph], Graph]] = [prepack]
+LAYOUT: list[Callable[[Graph], Graph]] = [
+    fuse_qkv,
+    pack_weights,
+    prepack,
+    conv_layout,
+]  # conv_layout after prepack

@@ -76,9 +76,17 @@ def _matmul(n, ins):
 @rule("FusedMatMul", domain="onnxexec")
 def _fused_matmul(n, ins):
     b = ins[1].shape
-    if b is not None and n.attrs.get("transB", 0):
+    if b is not None and n.attrs.get("packed", 0):  # (P, K, 16) holding (K, N)
+        b = (b[1], n.attrs["packed"])
+    elif b is not None and n.attrs.get("transB", 0):
         b = (*b[:-2], b[-1], b[-2])
     return [Facts(ins[0].elem, _matmul_shape(ins[0].shape, b))]
+
+
+@rule("FusedMatMulGroup", domain="onnxexec")
+def _fused_matmul_group(n, ins):
+    x = ins[0].shape
+    return [Facts(ins[0].elem, None if x is None else (*x[:-1], s)) for s in n.attrs["splits"]]
 
 
 @rule("Gemm")

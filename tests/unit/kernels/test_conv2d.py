@@ -93,6 +93,8 @@ def test_depthwise_fused_against_reference(threads, shape, mult, k, s, p, d, act
         ((1, 32, 14, 14), (96, 32, 3, 3), (2, 2), (1, 1, 1, 1), 1),  # strided, channel split
         ((1, 8, 30, 33), (16, 8, 3, 3), (1, 1), (1, 1, 1, 1), 1),  # wide path, row tiles
         ((1, 8, 30, 33), (16, 4, 3, 3), (1, 1), (0, 2, 1, 0), 2),  # wide path, grouped
+        ((1, 3, 40, 38), (8, 3, 7, 7), (2, 2), (3, 3, 3, 3), 1),  # wide path, strided 7x7 stem
+        ((1, 4, 41, 52), (6, 2, 5, 5), (2, 3), (1, 2, 2, 0), 2),  # wide, mixed strides, grouped
         ((1, 96, 7, 7), (512, 96, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # pointwise, channel split
         ((1, 16, 56, 56), (96, 16, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # pointwise, column split
         ((1, 64, 14, 14), (256, 64, 1, 1), (2, 2), (0, 0, 0, 0), 1),  # strided 1x1

@@ -1,0 +1,260 @@
+"""KxK float32 convolution as one GEMM per kernel tap, without an im2col matrix.
+
+For stride 1 the zero-padded input plane, read at an offset, *is* the column matrix
+of one tap: with the output computed at the padded width wq (columns j >= OW are
+junk, dropped on the way out), output pixel q = i * wq + j of tap (a, b) reads
+xpad[c, q + a * wq + b] for every channel c, a (Cg, n) matrix with row stride
+hq * wq. So y_ext (M, n) = sum over taps of W[:, a, b, :] (M, Cg) @ that matrix,
+each a BLAS sgemm accumulating into the same output tile (beta = 1), and nothing is
+copied but the padded input. A stride s > 1 first splits the padded input into
+s * s phase planes (plane (u, v) holds xpad[R * s + u, T * s + v]), after which each
+tap again reads one plane at an offset (kernels/depthwise.py does the same).
+
+The weight must be stored "OHWI" (M, KH, KW, Cg) so that each tap's (M, Cg) matrix
+is a strided BLAS operand; the ORT_ENABLE_ALL pass ir/passes/conv_layout.py stores
+constant weights that way (as an (M, Cg, KH, KW) view, so the op's semantics stay).
+
+Against im2col + one sgemm this saves the column-matrix copy (9x the input for 3x3)
+at the price of KH*KW sgemm calls with K = Cg: worth it when Cg and the output width
+are large enough for those products to run at full speed (see `use_taps`).
+References: tests/unit/kernels/test_conv_taps.py (float64 numpy conv).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numba as nb
+import numpy as np
+
+from onnxexec.kernels import blas
+from onnxexec.kernels.activations import act_row
+from onnxexec.kernels.parallel import num_threads, parallel_for
+
+f32 = np.float32
+_NO_BIAS = np.zeros(1, dtype=np.float32)
+_NO_Z = np.zeros((1, 1), dtype=np.float32)
+_MIN_CG = 16  # input channels per group below which K = Cg products run slowly
+_MIN_OW = 10  # output widths below which the junk columns and short products cost more
+_TILE_FLOATS = 1 << 16  # output tile (M x rows * wq) kept around 256 KiB
+_PARALLEL_MACS = 1 << 19  # smaller convs stay on one thread
+
+
+def ohwi(w: np.ndarray) -> bool:
+    """Whether w (M, Cg, KH, KW) is a view of an (M, KH, KW, Cg) C-contiguous array."""
+    return w.ndim == 4 and w.dtype == f32 and w.transpose(0, 2, 3, 1).flags.c_contiguous
+
+
+def to_ohwi(w: np.ndarray) -> np.ndarray:
+    """w (M, Cg, KH, KW) re-stored OHWI, returned as the same-shaped view."""
+    return np.ascontiguousarray(w.transpose(0, 2, 3, 1), dtype=f32).transpose(0, 3, 1, 2)
+
+
+def use_taps(cg: int, ow: int, kh: int, kw: int) -> bool:
+    """Whether the tap-GEMM path beats im2col for this shape (measured on ResNet-50)."""
+    return bool(blas.SGEMM) and kh * kw > 1 and cg >= _MIN_CG and ow >= _MIN_OW
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def _split_phases(x, c0, c1, ph, pw, sh, sw, xq):
+    """xq[(u * sw + v), c - c0, R, T] = x[c, R * sh + u - ph, T * sw + v - pw] (xq zeroed)."""
+    height, width = x.shape[1], x.shape[2]
+    for c in range(c0, c1):
+        for r in range(height):
+            rr = r + ph
+            u, ro = rr % sh, rr // sh
+            src = x[c, r]
+            if sw == 1:
+                dst = xq[u, c - c0, ro, pw : pw + width]
+                for t in range(width):
+                    dst[t] = src[t]
+            else:
+                for v in range(sw):
+                    # input columns col = col_v + k * sw land in plane v at T = t_v + k
+                    col_v = (v - pw) % sw
+                    if col_v >= width:
+                        continue
+                    cnt = (width - 1 - col_v) // sw + 1
+                    t_v = (col_v + pw) // sw
+                    dst = xq[u * sw + v, c - c0, ro, t_v : t_v + cnt]
+                    s = src[col_v : col_v + (cnt - 1) * sw + 1 : sw]
+                    for k in range(cnt):
+                        dst[k] = s[k]
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def _taps_rows(fn, xq, w, m0, m1, geo, i0, i1, ext, y, bias, has_b, z, has_z, code, al, be):
+    """Output rows [i0, i1) of channels [m0, m1): ext (m1 - m0, rows * wq) = sum over taps
+    of w[m0:m1, a, b, :] @ xq tap matrix, then y[m, i * OW + j] = act(ext + bias + z).
+
+    xq (S, Cg, hq, wq) phase planes, w (M, KH, KW, Cg) C-contiguous, y / z (M, OH * OW).
+    geo = (KH, KW, sh, sw, dh, dw, OW)."""
+    kh, kw, sh, sw, dh, dw, ow = geo
+    cg, hq, wq = xq.shape[1], xq.shape[2], xq.shape[3]
+    rows = i1 - i0
+    n = rows * wq
+    mm = m1 - m0
+    ldw = kh * kw * cg
+    wbase = w.ctypes.data + 4 * m0 * ldw
+    for a in range(kh):
+        for b in range(kw):
+            ra, cb = a * dh, b * dw
+            plane = (ra % sh) * sw + cb % sw
+            off = (i0 + ra // sh) * wq + cb // sw
+            src = xq.ctypes.data + 4 * (plane * cg * hq * wq + off)
+            beta = f32(0.0) if a == 0 and b == 0 else f32(1.0)
+            wt = wbase + 4 * (a * kw + b) * cg
+            blas.sgemm(
+                fn, blas.NO_TRANS, mm, n, cg, wt, ldw, src, hq * wq, ext.ctypes.data, n, beta
+            )
+    tmp = np.empty(ow, dtype=np.float32)
+    scratch = np.empty(ow, dtype=np.int32)
+    a32, b32 = f32(al), f32(be)
+    for r in range(mm):
+        m = m0 + r
+        b0 = bias[m] if has_b else f32(0.0)
+        for i in range(rows):
+            src_row = ext[r, i * wq : i * wq + ow]
+            dst = y[m, (i0 + i) * ow : (i0 + i + 1) * ow]
+            if has_z:
+                zr = z[m, (i0 + i) * ow : (i0 + i + 1) * ow]
+                for j in range(ow):
+                    dst[j] = src_row[j] + b0 + zr[j]
+            else:
+                for j in range(ow):
+                    dst[j] = src_row[j] + b0
+            act_row(dst, code, a32, b32, tmp, scratch)
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def _taps_span(fn, xq, w, m0, m1, geo, oh, t0, t1, rpt, y, bias, has_b, z, has_z, code, al, be):
+    """Tiles [t0, t1) of `rpt` output rows each, channels [m0, m1)."""
+    wq = xq.shape[3]
+    mm = m1 - m0
+    ext = np.empty(mm * rpt * wq, dtype=np.float32)
+    for t in range(t0, t1):
+        i0 = t * rpt
+        i1 = min(oh, i0 + rpt)
+        e = ext[: mm * (i1 - i0) * wq].reshape((mm, (i1 - i0) * wq))  # sgemm's ldc = n
+        _taps_rows(fn, xq, w, m0, m1, geo, i0, i1, e, y, bias, has_b, z, has_z, code, al, be)
+
+
+def phase_planes(
+    xi: np.ndarray,
+    c0: int,
+    c1: int,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+    out_hw: Sequence[int],
+) -> np.ndarray:
+    """Channels [c0, c1) of xi (C, H, W) zero-padded and split by stride phase:
+    (sh * sw, c1 - c0, hq, wq), with room for the junk columns' reads."""
+    height, width = xi.shape[1:]
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = kernel, strides, pads, dilations, out_hw
+    wq = max(-(-(width + pw) // sw), ow + (kw - 1) * dw // sw)
+    hq = max(-(-(height + ph) // sh), oh + (kh - 1) * dh // sh) + 1
+    xq = np.zeros((sh * sw, c1 - c0, hq, wq), dtype=f32)
+    _split_phases(xi, c0, c1, ph, pw, sh, sw, xq)
+    return xq
+
+
+def conv_taps(
+    xq: np.ndarray,
+    w: np.ndarray,
+    y: np.ndarray,
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    out_hw: Sequence[int],
+    bias: np.ndarray | None,
+    z: np.ndarray | None,
+    act: int,
+    alpha: float,
+    beta: float,
+) -> None:
+    """y (M, OH*OW) = act(conv + bias[:, None] + z) for phase planes xq (phase_planes) and
+    w (M, KH, KW, Cg) C-contiguous; output rows (or, for few rows, channels) are split
+    across the thread pool."""
+    m, kh, kw, cg = w.shape
+    oh, ow = out_hw
+    wq = xq.shape[3]
+    geo = (kh, kw, strides[0], strides[1], dilations[0], dilations[1], ow)
+    has_b, has_z = bias is not None, z is not None
+    bb = _NO_BIAS if bias is None else bias
+    zz = _NO_Z if z is None else z
+    fn = blas.SGEMM
+    rpt = max(1, min(oh, _TILE_FLOATS // max(1, m * wq)))
+    threads = num_threads()
+    if threads == 1 or m * cg * kh * kw * oh * ow < _PARALLEL_MACS:
+        tiles = -(-oh // rpt)
+        _taps_span(
+            fn, xq, w, 0, m, geo, oh, 0, tiles, rpt, y, bb, has_b, zz, has_z, act, alpha, beta
+        )
+        return
+    if oh >= 2 * threads:
+        rpt = min(rpt, -(-oh // (2 * threads)))
+        tiles = -(-oh // rpt)
+
+        def rows(t0: int, t1: int) -> None:
+            _taps_span(
+                fn, xq, w, 0, m, geo, oh, t0, t1, rpt, y, bb, has_b, zz, has_z, act, alpha, beta
+            )
+
+        parallel_for(rows, tiles)
+        return
+
+    def chans(m0: int, m1: int) -> None:
+        _taps_span(
+            fn,
+            xq,
+            w,
+            m0,
+            m1,
+            geo,
+            oh,
+            0,
+            -(-oh // rpt),
+            rpt,
+            y,
+            bb,
+            has_b,
+            zz,
+            has_z,
+            act,
+            alpha,
+            beta,
+        )
+
+    parallel_for(chans, m, min_chunk=16)
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def pointwise_span(fn, w, x, y, bias, has_b, z, has_z, code, al, be, m0, m1, p0, p1):
+    """The 1x1 conv (the single-tap case): y[m0:m1, p0:p1] = act(w[m0:m1] @ x[:, p0:p1]
+    + bias[m0:m1, None] + z[m0:m1, p0:p1]) with w (M, C), x (C, P), y / z (M, P)
+    C-contiguous float32: one sgemm and the epilogue in one call (a thread's span
+    costs one GIL hand-off, not one per numpy call)."""
+    c, p = x.shape
+    if m1 <= m0 or p1 <= p0:
+        return
+    blas.sgemm(
+        fn, blas.NO_TRANS, m1 - m0, p1 - p0, c, w.ctypes.data + 4 * m0 * c, c,
+        x.ctypes.data + 4 * p0, p, y.ctypes.data + 4 * (m0 * p + p0), p, f32(0.0),
+    )  # fmt: skip
+    if not (has_b or has_z or code):
+        return
+    tmp = np.empty(p1 - p0, dtype=np.float32)
+    scratch = np.empty(p1 - p0, dtype=np.int32)
+    a32, b32 = f32(al), f32(be)
+    for m in range(m0, m1):
+        row = y[m, p0:p1]
+        if has_b:
+            bv = bias[m]
+            for j in range(p1 - p0):
+                row[j] += bv
+        if has_z:
+            zr = z[m, p0:p1]
+            for j in range(p1 - p0):
+                row[j] += zr[j]
+        act_row(row, code, a32, b32, tmp, scratch)
