@@ -19,8 +19,12 @@ as scalar numba code with ggml_math.fma32, exactly as dot_k writes them:
   on their total does (ggml-cpu/tiled).
 
 numba has no vector types: the integer parts are `@intrinsic`s emitting LLVM IR (as
-ggml_simd.py), inlined into the numba row loops below. Q4_K weights whose row count
-is not a multiple of 8 (un-repacked in llama.cpp) are not handled here (`simd_ok`).
+ggml_simd.py), inlined into the numba row loops below. Whole groups of ROWS weight
+rows of Q4_K (both orders) and of Q6_K in the tiled order run ggml_simd_ktile's
+tiles instead (the horizontal sums of 8 outputs at once, float steps as vectors: same
+bits, 1.2-3x faster); the per-output intrinsics here remain for Q6_K's vec_dot order
+and single rows. Q4_K weights whose row count is not a multiple of 8 (un-repacked in
+llama.cpp) are not handled here (`simd_ok`).
 """
 
 from __future__ import annotations
@@ -41,8 +45,6 @@ from onnxexec.kernels.ggml_simd import (
     _I32,
     _I64,
     _V8F32,
-    _V8I32,
-    _V16I16,
     _V32I8,
     COLS,
     ROWS,
@@ -53,13 +55,24 @@ from onnxexec.kernels.ggml_simd import (
     _splat8,
     rows,
 )
+from onnxexec.kernels.ggml_simd_ktile import (
+    QK_K,
+    _arg_ptrs,
+    _c,
+    _madd,
+    _pair_sums,
+    _q4k_scales,
+    make_q4k_tile,
+    make_q6k_tiled_tile,
+    q6k_isum,
+    q6k_values,
+)
 from onnxexec.kernels.lanes import twins
 
 Q4_K_KIND: Final = 16  # kinds beside ggml_simd's (Q4_1 0, Q8_0 1, Q5_0 2)
 Q6_K_KIND: Final = 17
 KINDS: Final = {q.Q4_K: Q4_K_KIND, q.Q6_K: Q6_K_KIND}
 TILED_MIN_T: Final = 8  # ggml_dot_k.TILED_MIN_T (not imported: ggml_dot_k imports us)
-QK_K: Final = 256
 
 _V16I8 = ir.VectorType(_I8, 16)
 _V16I32 = ir.VectorType(_I32, 16)
@@ -70,18 +83,6 @@ def simd_ok(ggml_type: int, n_rows: int) -> bool:
     return ggml_type == q.Q6_K or (ggml_type == q.Q4_K and n_rows % 8 == 0)
 
 
-def _arg_ptrs(context: Any, builder: ir.IRBuilder, sig: Any, args: Any, idx: tuple) -> list:
-    return [context.make_array(sig.args[i])(context, builder, args[i]).data for i in idx]
-
-
-def _madd(builder: ir.IRBuilder, u8: Any, x: Any, scale16: Any) -> Any:
-    """<8 x i32> lane l = sum over i = 4l..4l+3 of scale(i) u8[i] x[i] (u8 unsigned,
-    x signed bytes; u8 <= 63, so maddubs never saturates)."""
-    madd_ub = _fn(builder, "llvm.x86.avx2.pmadd.ub.sw", _V16I16, [_V32I8, _V32I8])
-    madd_wd = _fn(builder, "llvm.x86.avx2.pmadd.wd", _V8I32, [_V16I16, _V16I16])
-    return builder.call(madd_wd, [builder.call(madd_ub, [u8, x]), scale16])
-
-
 def _hsum_i32(builder: ir.IRBuilder, v: Any, lanes: range = range(8)) -> Any:
     """The (exact) sum of v's int32 lanes `lanes`."""
     e = [builder.extract_element(v, _I32(i)) for i in lanes]
@@ -89,44 +90,6 @@ def _hsum_i32(builder: ir.IRBuilder, v: Any, lanes: range = range(8)) -> Any:
     for x in e[1:]:
         s = builder.add(s, x)
     return s
-
-
-def _c(typ: ir.VectorType, v: int) -> Any:
-    return ir.Constant(typ, [v] * typ.count)
-
-
-def _pair_sums(builder: ir.IRBuilder, v16: Any) -> Any:
-    """<16 x i32> -> <8 x i32>: lane l = v16[2l] + v16[2l + 1]."""
-    undef = ir.Constant(_V16I32, ir.Undefined)
-    even = builder.shuffle_vector(v16, undef, ir.Constant(_V8I32, list(range(0, 16, 2))))
-    odd = builder.shuffle_vector(v16, undef, ir.Constant(_V8I32, list(range(1, 16, 2))))
-    return builder.add(even, odd)
-
-
-def _q4k_scales(builder: ir.IRBuilder, wp: Any, o: Any) -> tuple[Any, Any]:
-    """(scales, mins) of the Q4_K super-block at byte o, as <8 x i32> (sub-block j in
-    lane j): get_scale_min_k4 for all 8 at once (the utmp / kmask steps of
-    ggml_vec_dot_q4_K_q8_K)."""
-    u = [_load(builder, wp, builder.add(o, _I64(4 + 4 * k)), _I32) for k in range(3)]
-    km1, km2, km3 = _I32(0x3F3F3F3F), _I32(0x0F0F0F0F), _I32(0x03030303)
-    sh = builder.lshr
-    u3 = builder.or_(
-        builder.and_(sh(u[2], _I32(4)), km2),
-        builder.shl(builder.and_(sh(u[1], _I32(6)), km3), _I32(4)),
-    )
-    u2 = builder.and_(u[1], km1)
-    u1 = builder.or_(
-        builder.and_(u[2], km2), builder.shl(builder.and_(sh(u[0], _I32(6)), km3), _I32(4))
-    )
-    u0 = builder.and_(u[0], km1)
-    v2 = ir.VectorType(_I32, 2)
-
-    def bytes8(a: Any, b: Any) -> Any:
-        v = builder.insert_element(ir.Constant(v2, ir.Undefined), a, _I32(0))
-        v = builder.insert_element(v, b, _I32(1))
-        return builder.zext(builder.bitcast(v, ir.VectorType(_I8, 8)), _V8I32)
-
-    return bytes8(u0, u1), bytes8(u2, u3)
 
 
 def _make_k_dot(kind: int, rows: int, variant: bool, cols: int = 1) -> Any:
@@ -270,28 +233,7 @@ def _fma_to(builder: ir.IRBuilder, fma1: Any, isum: Any, d: Any, acc_p: Any) -> 
 
 def _q6k_block(builder, wp, o, xv, yd, bsv, acc_p, tiled, fma1, fma8) -> None:
     """One Q6_K super-block of one row into its accumulator (8 lanes, or one if tiled)."""
-    sc8 = _load(builder, wp, builder.add(o, _I64(192)), _V16I8)
-    scv = builder.sext(sc8, _V16I16)
-    undef16 = ir.Constant(_V16I16, ir.Undefined)
-    acc = None
-    for h in range(2):
-        ql0 = _load(builder, wp, builder.add(o, _I64(64 * h)), _V32I8)
-        ql1 = _load(builder, wp, builder.add(o, _I64(64 * h + 32)), _V32I8)
-        qh = _load(builder, wp, builder.add(o, _I64(128 + 32 * h)), _V32I8)
-        for quarter in range(4):
-            ql = ql0 if quarter % 2 == 0 else ql1
-            if quarter < 2:
-                lo = builder.and_(ql, _c(_V32I8, 15))
-            else:
-                lo = builder.lshr(ql, _c(_V32I8, 4))
-            hb = builder.and_(builder.lshr(qh, _c(_V32I8, 2 * quarter)), _c(_V32I8, 3))
-            u = builder.or_(lo, builder.shl(hb, _c(_V32I8, 4)))
-            ch = 4 * h + quarter
-            idx = ir.Constant(_V16I32, [2 * ch] * 8 + [2 * ch + 1] * 8)
-            p = _madd(builder, u, xv[ch], builder.shuffle_vector(scv, undef16, idx))
-            acc = p if acc is None else builder.add(acc, p)
-    corr = _pair_sums(builder, builder.mul(builder.sext(sc8, _V16I32), bsv))
-    isum = builder.sub(acc, builder.shl(corr, _c(_V8I32, 5)))  # the -32 offset
+    isum = q6k_isum(builder, q6k_values(builder, wp, o), xv, bsv)
     dw = _half(builder, wp, builder.add(o, _I64(208)))
     if tiled:
         res = builder.fmul(dw, builder.sitofp(_hsum_i32(builder, isum), _F32))
@@ -307,19 +249,23 @@ _K_DOTS = {
     for r in (ROWS, 1)
     for v in (False, True)
     for c in (COLS, 1)
-    if kind == Q6_K_KIND or c == 1  # Q4_K never takes COLS rows per call (k_rows)
+    # whole row groups of Q4_K and of tiled Q6_K take the tiles below (ggml_simd_ktile)
+    if (kind == Q6_K_KIND and (r == 1 or not v)) or (r == 1 and c == 1)
 }
 
-_K_DOTS_Q4K_R1 = _K_DOTS[Q4_K_KIND, ROWS, False, 1]
+# Q4_K over ROWS weight rows (ggml_simd_ktile): COLS activation rows of the gemm order,
+# one row of the gemm order (cols = 1, A/B only), one row of the gemv order
+_Q4K_GEMM_RC = make_q4k_tile(ROWS, COLS, True)
+_Q4K_GEMM_R1 = make_q4k_tile(ROWS, 1, True)
+_Q4K_GEMV_R1 = make_q4k_tile(ROWS, 1, False)
 _K_DOTS_Q4K_11 = _K_DOTS[Q4_K_KIND, 1, False, 1]
-_K_DOTS_Q4K_GEMM_R1 = _K_DOTS[Q4_K_KIND, ROWS, True, 1]
 _K_DOTS_Q4K_GEMM_11 = _K_DOTS[Q4_K_KIND, 1, True, 1]
 _K_DOTS_Q6K_RC = _K_DOTS[Q6_K_KIND, ROWS, False, COLS]
 _K_DOTS_Q6K_R1 = _K_DOTS[Q6_K_KIND, ROWS, False, 1]
 _K_DOTS_Q6K_1C = _K_DOTS[Q6_K_KIND, 1, False, COLS]
 _K_DOTS_Q6K_11 = _K_DOTS[Q6_K_KIND, 1, False, 1]
-_K_DOTS_Q6K_TILED_RC = _K_DOTS[Q6_K_KIND, ROWS, True, COLS]
-_K_DOTS_Q6K_TILED_R1 = _K_DOTS[Q6_K_KIND, ROWS, True, 1]
+_K_DOTS_Q6K_TILED_RC = make_q6k_tiled_tile(ROWS, COLS)
+_K_DOTS_Q6K_TILED_R1 = make_q6k_tiled_tile(ROWS, 1)
 _K_DOTS_Q6K_TILED_1C = _K_DOTS[Q6_K_KIND, 1, True, COLS]
 _K_DOTS_Q6K_TILED_11 = _K_DOTS[Q6_K_KIND, 1, True, 1]
 
@@ -328,14 +274,16 @@ _K_DOTS_Q6K_TILED_11 = _K_DOTS[Q6_K_KIND, 1, True, 1]
 def _k_dot(kind, variant, full, multi, w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep):
     """The intrinsic of (kind, variant, ROWS or 1 weight rows, COLS or 1 activation
     rows) on the other arguments."""
-    if kind == Q4_K_KIND:  # one activation row per call (multi is never set for Q4_K)
+    if kind == Q4_K_KIND:  # multi: only with full and variant (the gemm rows)
         if variant:
-            if full:
-                _K_DOTS_Q4K_GEMM_R1(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+            if multi:
+                _Q4K_GEMM_RC(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+            elif full:
+                _Q4K_GEMM_R1(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
             else:
                 _K_DOTS_Q4K_GEMM_11(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
         elif full:
-            _K_DOTS_Q4K_R1(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
+            _Q4K_GEMV_R1(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
         else:
             _K_DOTS_Q4K_11(w, off, rb, nsb, x8, xo, xd, xdo, bs, bo, out, o, ostep)
     elif variant:
@@ -375,14 +323,9 @@ def k_rows(raw, rb, kind, xk8, xkd, xkbs, rows4, out, col0, n0, n1, cols):
         full = r + ROWS <= n1
         t = 0
         while t < T:
-            # Q4_K's per-output horizontal sums dominate and are not shared between
-            # activation rows: its 4-row calls measured no faster, slightly slower
-            multi = (
-                kind != Q4_K_KIND
-                and cols >= COLS
-                and t + COLS <= T
-                and (t >= rows4 or t + COLS <= rows4)
-            )
+            multi = cols >= COLS and t + COLS <= T and (t >= rows4 or t + COLS <= rows4)
+            if kind == Q4_K_KIND:  # its COLS-row tiles: whole row groups, gemm rows only
+                multi = multi and full and t < rows4
             variant = t < rows4 if kind == Q4_K_KIND else tiled
             _k_dot(
                 kind,

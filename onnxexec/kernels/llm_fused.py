@@ -8,23 +8,25 @@ computes - the same float32 operations in the same order:
   actquant.quantize_act.
 - `swiglu_quant`: ggml's SwiGLU (ggml_math.silu_mul) on a fused gate|up product, then
   quantize_act.
-- `rope_store_one` + `ATTEND_ONE`: one new token: RoPE of q and k
-  (ggml_math.rope_rotate), k and v rounded to half into the caches, then attention
-  exactly as attention._attend_ggml computes it for T = 1 (ggml_vec_dot_f16
-  summation order), the heads in parallel. q.k is ggml_simd_attn.QK32 (8-wide vector
-  code on AVX2 hosts); the other lane loops are laid out so the vectorizer can run
-  them; each accumulator cell still sums its terms in ggml's order.
+- `rope_store_one` + `ATTEND_ONE` (kernels/attend_one.py, re-exported here): one new
+  token's RoPE, KV-cache write and attention, as llama.cpp computes them.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Final
 
 import numba as nb
 import numpy as np
 
 from onnxexec.kernels.actquant import quantize_act, quantize_act8, quantize_act_into
+from onnxexec.kernels.attend_one import (  # noqa: F401  (re-exported: ops/llm_fused)
+    ATTEND_ONE,
+    _attend_one,
+    _reduce32,
+    attend_kernel,
+    rope_store_one,
+)
 from onnxexec.kernels.ggml_dot_k import quantize_q8_k
 from onnxexec.kernels.ggml_math import (
     _LN2_HI,
@@ -36,12 +38,9 @@ from onnxexec.kernels.ggml_math import (
     _P3,
     _P4,
     _R,
-    _rope_cache,
     expf,
     fma32,
 )
-from onnxexec.kernels.ggml_simd_attn import QK32
-from onnxexec.kernels.lanes import twins
 
 _F16_MIN_NORMAL: Final = 0x38800000  # float32 bits of 2^-14
 _F32_INF: Final = 0x7F800000
@@ -178,152 +177,3 @@ def _swiglu_rows(g, u, f):
         expf_into(neg, e)
         for i in range(F):
             f[t, i] = np.float32(g[t, i] / (np.float32(1.0) + e[i])) * u[t, i]
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _rotate(x, o, cos, sin, head_dim, n_dims, neox, out):
-    """rope_rotate of one head at x[o:o + head_dim] into out[o:...] (one position)."""
-    half = n_dims // 2
-    for d in range(n_dims, head_dim):
-        out[o + d] = x[o + d]
-    for i in range(half):
-        a = o + i if neox else o + 2 * i
-        b = a + half if neox else a + 1
-        c = cos[0, i]
-        s = sin[0, i]
-        x0 = x[a]
-        x1 = x[b]
-        out[a] = fma32(x0, c, -np.float32(x1 * s))
-        out[b] = fma32(x0, s, np.float32(x1 * c))
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _reduce32(acc, c):
-    """GGML_F32x8_REDUCE of 4 x 8 accumulators acc[r, l, c] (attention._reduce_vec_dot)."""
-    t0 = np.float32(
-        np.float32(
-            np.float32(acc[0, 0, c] + acc[2, 0, c]) + np.float32(acc[1, 0, c] + acc[3, 0, c])
-        )
-        + np.float32(
-            np.float32(acc[0, 4, c] + acc[2, 4, c]) + np.float32(acc[1, 4, c] + acc[3, 4, c])
-        )
-    )
-    t1 = np.float32(
-        np.float32(
-            np.float32(acc[0, 1, c] + acc[2, 1, c]) + np.float32(acc[1, 1, c] + acc[3, 1, c])
-        )
-        + np.float32(
-            np.float32(acc[0, 5, c] + acc[2, 5, c]) + np.float32(acc[1, 5, c] + acc[3, 5, c])
-        )
-    )
-    t2 = np.float32(
-        np.float32(
-            np.float32(acc[0, 2, c] + acc[2, 2, c]) + np.float32(acc[1, 2, c] + acc[3, 2, c])
-        )
-        + np.float32(
-            np.float32(acc[0, 6, c] + acc[2, 6, c]) + np.float32(acc[1, 6, c] + acc[3, 6, c])
-        )
-    )
-    t3 = np.float32(
-        np.float32(
-            np.float32(acc[0, 3, c] + acc[2, 3, c]) + np.float32(acc[1, 3, c] + acc[3, 3, c])
-        )
-        + np.float32(
-            np.float32(acc[0, 7, c] + acc[2, 7, c]) + np.float32(acc[1, 7, c] + acc[3, 7, c])
-        )
-    )
-    return np.float32(np.float32(t0 + t1) + np.float32(t2 + t3))
-
-
-@nb.njit(cache=True, nogil=True)
-def rope_store_one(
-    qkv, q0, k0, v0, k_cache, v_cache, pos, head_dim, n_dims, base, freq_scale, neox, qr
-):
-    """One token: q, k, v = qkv[0, q0:], qkv[0, k0:], qkv[0, v0:] (H*Dh, Hkv*Dh, Hkv*Dh
-    wide); RoPE at `pos` (q into qr (H*Dh,)), k and v half-rounded into cache row pos."""
-    _, Hkv, Dh = k_cache.shape
-    H = qr.shape[0] // Dh
-    x = qkv[0]
-    cos = np.empty((1, n_dims // 2), np.float32)
-    sin = np.empty((1, n_dims // 2), np.float32)
-    _rope_cache(pos, 1, n_dims, base, freq_scale, cos, sin)
-    kr = np.empty(Hkv * Dh, np.float32)
-    for h in range(H):
-        _rotate(x[q0:], h * Dh, cos, sin, head_dim, n_dims, neox, qr)
-    for h in range(Hkv):
-        _rotate(x[k0:], h * Dh, cos, sin, head_dim, n_dims, neox, kr)
-    for h in range(Hkv):
-        for d in range(Dh):
-            k_cache[pos, h, d] = f16_round(kr[h * Dh + d])
-            v_cache[pos, h, d] = f16_round(x[v0 + h * Dh + d])
-
-
-def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv, a):
-    """Attention of one token's rotated queries qr (H*Dh,) over cache cells [0, pos]
-    into a (1, H*Dh), exactly as attention._attend_ggml for T = 1; heads in parallel."""
-    _, Hkv, Dh = k_cache.shape
-    H = qr.shape[0] // Dh
-    group = H // Hkv
-    p = pos
-    lo = p - window + 1 if window > 0 and p - window + 1 > 0 else 0
-    n32 = n_kv & ~31
-    d32 = Dh & ~31
-    inv_cap = np.float32(1.0 / softcap) if softcap > 0.0 else np.float32(0.0)
-    for h in nb.prange(H):  # each head writes its own slice of a
-        qv = np.empty(Dh, np.float32)
-        w = np.empty(p + 1, np.float32)
-        dj = np.empty(p + 1, np.float32)
-        e = np.empty(8, np.float32)
-        acc2 = np.zeros((4, 8, Dh), np.float32)
-        red = np.empty(Dh, np.float32)
-        hk = h // group
-        qo = h * Dh
-        for d in range(Dh):
-            qq = qr[qo + d]
-            if q_scale != 1.0:
-                qq = qq * q_scale
-            qv[d] = f16_round(qq)
-        m = np.float32(-np.inf)
-        for j in range(lo, p + 1):
-            # ggml_vec_dot_f16's 4 x 8 accumulators over d < d32, then the leftovers
-            s64 = np.float64(QK32(k_cache, j, hk, qv, d32))
-            for d in range(d32, Dh):
-                s64 += np.float64(np.float32(k_cache[j, hk, d] * qv[d]))
-            s = np.float32(s64)
-            if softcap > 0.0:
-                s = np.float32(softcap * math.tanh(np.float32(s * inv_cap)))
-            s = np.float32(s * scale)
-            w[j] = s
-            m = max(m, s)
-        for j in range(lo, p + 1):
-            dj[j] = np.float32(w[j] - m)
-        expf_into(dj[lo : p + 1], w[lo : p + 1])
-        total = 0.0
-        for c0 in range(lo // 8 * 8, p + 1, 8):
-            for i in range(8):
-                j = c0 + i
-                e[i] = w[j] if lo <= j <= p else np.float32(0.0)
-            a0 = np.float32(e[0] + e[4])
-            a1 = np.float32(e[1] + e[5])
-            a2 = np.float32(e[2] + e[6])
-            a3 = np.float32(e[3] + e[7])
-            total += np.float64(np.float32(np.float32(a0 + a2) + np.float32(a1 + a3)))
-        inv = np.float32(1.0 / total)
-        for j in range(lo, p + 1):
-            w[j] = f16_round(np.float32(w[j] * inv))
-        for j in range(lo, min(p + 1, n32)):
-            wj = w[j]
-            aj = acc2[(j >> 3) & 3, j & 7]
-            vj = v_cache[j, hk]
-            for d in range(Dh):
-                aj[d] += vj[d] * wj
-        for d in range(Dh):  # a loop of its own: vectorized over d (_reduce32 is inlined)
-            red[d] = _reduce32(acc2, d)
-        for d in range(Dh):
-            rr = np.float64(red[d])
-            for j in range(max(lo, n32), p + 1):
-                rr += np.float64(np.float32(v_cache[j, hk, d] * w[j]))
-            a[0, qo + d] = np.float32(rr)
-
-
-ATTEND_ONE = twins(_attend_one)

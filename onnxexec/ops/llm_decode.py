@@ -1,0 +1,175 @@
+"""The one-token (T = 1, decode) path of the fused decoder ops of ops/llm_fused.py: one
+compiled call per op (kernels/llm_decode.py) on weight groups whose kernel arguments
+and buffers are gathered once and reused every token.
+
+Each function returns the op's output, or None when the fast path does not apply (the
+caller then takes the general path): the weights must all be GGUF bytes of ggml_simd
+types (qmatmul's int8 mode), as simd_dot_many requires.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any
+
+import numpy as np
+
+from onnxexec.kernels import ggml_simd, ggml_simd_k
+from onnxexec.kernels import qtypes as qt
+from onnxexec.kernels.attend_one import PAR_MIN_ATTN
+from onnxexec.kernels.ggml_dot import simd_ok
+from onnxexec.kernels.lanes import pick
+from onnxexec.kernels.llm_decode import attn_one, ffn_one, norm_dot_one, ready
+from onnxexec.kernels.qmatmul import BLAS_MIN_T, QWeight
+
+_NO_X8 = np.zeros((1, 32), np.int8)
+_NO_XST = np.zeros((1, 3, 1), np.float32)
+_NO_XK = (np.zeros((1, 256), np.int8), np.zeros((1, 1), np.float32), np.zeros((1, 16), np.int32))
+# weight -> {key: the cached state of an op on it (and the other weights' ids), or False}
+_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def all_simd(ws: tuple[Any, ...], t_rows: int, mode: str) -> bool:
+    """Every weight is GGUF bytes of a ggml_simd type (what qmatmul hands to ggml_dot's
+    AVX2 kernels in its int8 mode), one row length."""
+    if not (mode == "int8" or (mode == "auto" and t_rows < BLAS_MIN_T)):
+        return False
+    return all(
+        isinstance(w, QWeight)
+        and w.layout == "raw"
+        and simd_ok(w.ggml_type, w.shape[0])
+        and w.shape[1] == ws[0].shape[1]
+        for w in ws
+    )
+
+
+def group(ws: tuple[Any, ...]) -> tuple:
+    """The flat argument tuple of one weight group for kernels/llm_decode.py: what
+    simd_dot_many gathers and quantizes for T = 1 (one Q8_K set for both K types,
+    rows4 = 0), gathered once, with its own buffers."""
+    k = ws[0].shape[1]
+    types_ = [int(w.ggml_type) for w in ws]
+    kinds = tuple(ggml_simd.KINDS.get(t, ggml_simd_k.KINDS.get(t, -1)) for t in types_)
+    offs, c = [], 0
+    for w in ws:
+        offs.append(c)
+        c += w.shape[0]
+    kq = qt.Q4_K in types_ or qt.Q6_K in types_
+    block = any(t in ggml_simd.KINDS for t in types_)
+    x8 = np.empty((1, k), np.int8) if block else _NO_X8
+    xst = np.empty((1, 3, k // 32), np.float32) if block else _NO_XST
+    xk = _NO_XK
+    if kq:
+        xk = (np.empty((1, k), np.int8), np.empty((1, k // 256), np.float32))
+        xk += (np.empty((1, k // 16), np.int32),)
+    kern, n_chunks = pick(ggml_simd_k.DOT_MANY, c * k)
+    return (
+        np.empty((1, k), np.float32),
+        x8,
+        xst,
+        *xk,
+        np.empty((1, c), np.float32),
+        tuple(w.arrays["raw"] for w in ws),
+        tuple(int(w.arrays["row_bytes"]) for w in ws),
+        kinds,
+        tuple(offs),
+        block,
+        kq,
+        0,
+        n_chunks,
+        kern is ggml_simd_k.DOT_MANY[0],
+    )
+
+
+def _state(groups: tuple[tuple[Any, ...], ...], key: tuple, make: Any) -> Any:
+    """The cached make() of an op on the weight groups `groups` (keyed by their first
+    weight, then by `key`, which must identify the others), or None when a group can't
+    take the fast path."""
+    w0 = groups[0][0]
+    if not isinstance(w0, QWeight):  # e.g. a float matrix (not weak-referenceable)
+        return None
+    per = _STATE.get(w0)
+    if per is None:
+        per = _STATE[w0] = {}
+    st = per.get(key)
+    if st is None:
+        ok = all(all_simd(ws, 1, key[0]) for ws in groups)
+        ready()
+        # the other weights kept alive with the state (the key holds their ids), not
+        # the first: the entry must die with it
+        st = per[key] = (make(), groups[0][1:], groups[1:]) if ok else False
+    return st[0] if st else None
+
+
+def _f32(x: np.ndarray) -> np.ndarray:
+    if x.dtype == np.float32 and x.flags.c_contiguous:
+        return x
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def attn_decode(
+    x: np.ndarray,
+    norm_w: np.ndarray,
+    wq: Any,
+    wk: Any,
+    wv: Any,
+    wo: Any,
+    k_cache: np.ndarray,
+    v_cache: np.ndarray,
+    p: int,
+    attrs: tuple,
+) -> np.ndarray | None:
+    """AttnBlock for one token at position p (caches f16-rounded, 'norm' or 'neox'
+    RoPE, p < cache size); attrs = (mode, epsilon, head_dim, n_dims, base, freq_scale,
+    neox, q_scale, scale, window, softcap) as the op's attributes."""
+    if not (k_cache.flags.c_contiguous and v_cache.flags.c_contiguous):
+        return None
+
+    def make() -> tuple:
+        _, eps, head_dim, n_dims, base, freq_scale, neox, q_scale, scale, window, softcap = attrs
+        cfg = (
+            float(eps),
+            int(head_dim),
+            int(n_dims or head_dim),
+            float(base),
+            float(freq_scale),
+            bool(neox),
+            float(q_scale),
+            float(scale or 1.0 / math.sqrt(head_dim)),
+            int(window),
+            float(softcap),
+            PAR_MIN_ATTN,
+        )
+        width = wq.shape[0]
+        qkv = group((wq, wk, wv))
+        return cfg, qkv, group((wo,)), np.empty(width, np.float32), np.empty((1, width), np.float32)
+
+    st = _state(((wq, wk, wv), (wo,)), (*attrs, id(wk), id(wv), id(wo)), make)
+    if st is None:
+        return None
+    return attn_one(_f32(x), norm_w, k_cache, v_cache, p, *st)
+
+
+def ffn_decode(
+    x: np.ndarray, norm_w: np.ndarray, wg: Any, wu: Any, wd: Any, epsilon: float, mode: str
+) -> np.ndarray | None:
+    """FFNBlock with ggml's SwiGLU for one token."""
+
+    def make() -> tuple:
+        return float(epsilon), group((wg, wu)), group((wd,)), int(wg.shape[0])
+
+    st = _state(((wg, wu), (wd,)), (mode, epsilon, id(wu), id(wd)), make)
+    if st is None:
+        return None
+    return ffn_one(_f32(x), norm_w, *st)
+
+
+def norm_qmatmul_decode(
+    x: np.ndarray, norm_w: np.ndarray, w: Any, epsilon: float, mode: str
+) -> np.ndarray | None:
+    """NormQMatMul for one token (the logits: a new array every call)."""
+    st = _state(((w,),), (mode, epsilon), lambda: (float(epsilon), group((w,))))
+    if st is None:
+        return None
+    return norm_dot_one(_f32(x), norm_w, *st)
