@@ -54,8 +54,8 @@ def build_feed(
         feed.update(load_npz(inputs_npz))
     for name, path in parse_pairs(inputs, "--input").items():
         feed[name] = load_array_file(path, name)
-    declared = {v.name: v for v in sess.graph.runtime_inputs()}
-    unknown = [k for k in feed if k not in {v.name for v in sess.graph.inputs}]
+    declared = {v.name: v for v in sess.runtime_inputs}
+    unknown = [k for k in feed if k not in {v.name for v in sess.graph_inputs}]
     if unknown:
         raise InvalidFeedError(
             f"unknown input name(s) {unknown}; the model's inputs are {list(declared)}"

@@ -6,7 +6,7 @@ are already Python values (int, float, str, bytes, tuples, ndarray, Graph, types
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -54,18 +54,24 @@ class Node:
         object.__setattr__(self, "attrs", _frozen(self.attrs))
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "outputs", tuple(self.outputs))
+        # Every pass and the planner ask each node for its subgraphs, often per walk:
+        # collect them once (attrs are frozen), not per call.
+        subs: list[Graph] = []
+        for v in self.attrs.values():
+            if isinstance(v, Graph):
+                subs.append(v)
+            elif isinstance(v, tuple) and v and isinstance(v[0], Graph):
+                subs.extend(v)
+        object.__setattr__(self, "_subgraphs", tuple(subs))
 
     @property
     def label(self) -> str:
         """Name for messages: the node name, or its first output when unnamed."""
         return self.name or (self.outputs[0] if self.outputs else self.op_type)
 
-    def subgraphs(self) -> Iterator[Graph]:
-        for v in self.attrs.values():
-            if isinstance(v, Graph):
-                yield v
-            elif isinstance(v, tuple) and v and isinstance(v[0], Graph):
-                yield from v
+    def subgraphs(self) -> tuple[Graph, ...]:
+        """Graph-valued attributes (GRAPH and GRAPHS), in attribute order."""
+        return self._subgraphs  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

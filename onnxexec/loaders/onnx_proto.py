@@ -1,16 +1,21 @@
 """ModelProto (path, bytes or proto) -> onnxexec.ir.Graph.
 
 Attributes become Python values, subgraphs become Graphs carrying their parent's
-opset imports, initializers become arrays (external data memory-mapped).
+opset imports, initializers become arrays (external data memory-mapped; the top
+graph's big raw_data read from the file straight into their arrays, see proto_wire).
 """
 
 from __future__ import annotations
 
+import mmap
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, ValueInfoProto
 from onnx.onnx_ml_pb2 import FunctionProto
 
@@ -24,7 +29,8 @@ from onnxexec.ir.types import (
     TensorType,
     ValueType,
 )
-from onnxexec.loaders.tensors import sparse_to_array, tensor_to_array
+from onnxexec.loaders.proto_wire import WireError, split_model
+from onnxexec.loaders.tensors import empty_for_raw, sparse_to_array, tensor_to_array
 
 
 class AttrRef:
@@ -120,11 +126,18 @@ class _Loader:
         return Node(n.op_type, tuple(n.input), tuple(n.output), attrs, n.name, n.domain)
 
     def graph(
-        self, g: GraphProto, functions: dict | None = None, metadata: dict | None = None
+        self,
+        g: GraphProto,
+        functions: dict | None = None,
+        metadata: dict | None = None,
+        arrays: dict[int, np.ndarray] | None = None,
     ) -> Graph:
+        """`arrays`: initializers already read (by index), see _cut_weights."""
+        arrays = arrays or {}
         inits: dict[str, Any] = {}
-        for t in g.initializer:
-            inits[t.name] = tensor_to_array(t, self.base_dir)
+        for i, t in enumerate(g.initializer):
+            arr = arrays.get(i)
+            inits[t.name] = tensor_to_array(t, self.base_dir) if arr is None else arr
         for s in g.sparse_initializer:
             inits[s.values.name] = sparse_to_array(s, self.base_dir)
         return Graph(
@@ -154,33 +167,113 @@ class _Loader:
         )
 
 
-def _read_proto(model: str | os.PathLike | bytes | ModelProto) -> tuple[ModelProto, Path | None]:
+def _parse(data: bytes | memoryview) -> ModelProto:
+    proto = ModelProto()
+    proto.ParseFromString(data)
+    return proto
+
+
+def _cut_weights(
+    buf: memoryview, read_into: Callable[[int, np.ndarray], None]
+) -> tuple[ModelProto, dict[int, np.ndarray]]:
+    """Parse `buf` with the top graph's large raw_data read once into numpy arrays.
+
+    Returns the proto (without those raw_data) and the arrays by initializer index;
+    a tensor whose bytes are not plain items gets its raw_data back instead.
+    """
+    small, spans = split_model(buf)
+    proto = _parse(small)
+    del small
+    inits = proto.graph.initializer
+    arrays: dict[int, np.ndarray] = {}
+    for sp in spans:
+        t = inits[sp.index]
+        arr = empty_for_raw(t, sp.length)
+        if arr is None:
+            t.raw_data = bytes(buf[sp.offset : sp.offset + sp.length])
+            continue
+        read_into(sp.offset, arr)
+        arr.flags.writeable = False  # like numpy_helper's view of the proto's bytes
+        arrays[sp.index] = arr
+    return proto, arrays
+
+
+def _read_file_into(fd: int) -> Callable[[int, np.ndarray], None]:
+    def read_into(offset: int, arr: np.ndarray) -> None:
+        view = memoryview(arr.reshape(-1).view(np.uint8))
+        while len(view):
+            n = os.preadv(fd, [view], offset)
+            if n <= 0:
+                raise ModelLoadError("model file shrank while it was being read")
+            view, offset = view[n:], offset + n
+
+    return read_into
+
+
+def _read_path(path: Path) -> tuple[ModelProto, dict[int, np.ndarray]]:
+    """The model at `path`: the structure parsed by protobuf, big weights read straight
+    into their arrays (see proto_wire); onnx.load when the wire walk gives up."""
+    binary = onnx.serialization.registry.get_format_from_file_extension(path.suffix)
+    if binary not in (None, "protobuf"):  # .textproto, .json...: onnx.load reads those
+        return onnx.load(str(path), load_external_data=False), {}
+    with path.open("rb") as f:
+        if path.stat().st_size == 0:
+            raise ModelLoadError(f"{path}: not an ONNX model (empty file)")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            buf = memoryview(mm)
+            try:
+                return _cut_weights(buf, _read_file_into(f.fileno()))
+            except (WireError, DecodeError):
+                pass
+            finally:
+                buf.release()
+    return onnx.load(str(path), load_external_data=False), {}
+
+
+def _read_bytes(data: bytes | bytearray | memoryview) -> tuple[ModelProto, dict[int, np.ndarray]]:
+    buf = memoryview(data).cast("B")
+
+    def read_into(offset: int, arr: np.ndarray) -> None:
+        arr.reshape(-1).view(np.uint8)[:] = np.frombuffer(buf, np.uint8, arr.nbytes, offset)
+
+    try:
+        return _cut_weights(buf, read_into)
+    except (WireError, DecodeError):
+        return onnx.load_model_from_string(bytes(data)), {}
+
+
+def _read_proto(
+    model: str | os.PathLike | bytes | ModelProto,
+) -> tuple[ModelProto, Path | None, dict[int, np.ndarray]]:
     if isinstance(model, ModelProto):
-        return model, None
+        return model, None, {}
     if isinstance(model, bytes | bytearray | memoryview):
         try:
-            return onnx.load_model_from_string(bytes(model)), None
+            proto, arrays = _read_bytes(model)
         except Exception as e:
             raise ModelLoadError(f"bytes are not an ONNX model: {e}") from e
+        return proto, None, arrays
     path = Path(model)
     if not path.exists():
         raise ModelLoadError(f"model file not found: {path}")
     if not path.is_file():
         raise ModelLoadError(f"not a file: {path}")
     try:
-        proto = onnx.load(str(path), load_external_data=False)
+        proto, arrays = _read_path(path)
+    except ModelLoadError:
+        raise
     except Exception as e:
         raise ModelLoadError(f"{path}: not an ONNX model ({type(e).__name__}: {e})") from e
     if not proto.HasField("graph"):
         raise ModelLoadError(f"{path}: not an ONNX model (no graph)")
-    return proto, path.parent
+    return proto, path.parent, arrays
 
 
 def load_onnx(
     model: str | os.PathLike | bytes | ModelProto, base_dir: str | os.PathLike | None = None
 ) -> Graph:
     """Load an ONNX model into the IR. `base_dir` overrides the external-data folder."""
-    proto, folder = _read_proto(model)
+    proto, folder, arrays = _read_proto(model)
     if base_dir is not None:
         folder = Path(base_dir)
     opsets = {canonical_domain(o.domain): int(o.version) for o in proto.opset_import}
@@ -202,4 +295,4 @@ def load_onnx(
         "graph_description": proto.graph.doc_string,
         "custom_metadata_map": {p.key: p.value for p in proto.metadata_props},
     }
-    return loader.graph(proto.graph, functions, meta)
+    return loader.graph(proto.graph, functions, meta, arrays)

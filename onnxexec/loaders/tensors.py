@@ -9,6 +9,7 @@ model file must never make us read arbitrary files.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +88,36 @@ def _read_external(t: TensorProto, base_dir: Path | None) -> np.ndarray:
         return np.zeros(shape, dtype=np_dtype(t.data_type))
     # Read-only memory map: weights are paged in on use, never copied at load.
     return np.memmap(path, dtype=np_dtype(t.data_type), mode="r", offset=offset, shape=shape)
+
+
+# Types whose raw_data is not one little-endian item per element: numpy_helper decodes.
+_NOT_PLAIN = _PACKED | {TensorProto.STRING, TensorProto.FLOAT6E2M3, TensorProto.FLOAT6E3M2}
+
+
+def empty_for_raw(t: TensorProto, length: int) -> np.ndarray | None:
+    """An uninitialized array of `t`'s dtype and dims for its `length` raw bytes.
+
+    None unless the bytes are exactly one little-endian item per element (what
+    numpy_helper.to_array reinterprets with np.frombuffer on this host): packed
+    and string types, segments, external data and size mismatches go through
+    tensor_to_array, with its errors.
+    """
+    if (
+        sys.byteorder != "little"
+        or t.data_type in _NOT_PLAIN
+        or t.data_type == TensorProto.UNDEFINED
+        or t.HasField("segment")
+        or t.data_location == TensorProto.EXTERNAL
+    ):
+        return None
+    try:
+        dtype = np_dtype(t.data_type)
+    except (KeyError, ValueError):
+        return None
+    shape = tuple(int(d) for d in t.dims)
+    if any(d < 0 for d in shape) or int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != length:
+        return None
+    return np.empty(shape, dtype=dtype)
 
 
 def tensor_to_array(t: TensorProto, base_dir: Path | None = None) -> np.ndarray:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
+import numpy as np
 from onnx import ModelProto
 
 from onnxexec.errors import InvalidFeedError
@@ -43,6 +44,26 @@ def _node_arg(v: ValueInfo) -> NodeArg:
     if isinstance(t, TensorType) and t.shape is not None:
         shape = list(t.shape)
     return NodeArg(v.name, str(t) if t is not None else "unknown", shape)
+
+
+# Replaced weights a session may keep alive in its copy of the loaded graph.
+_KEEP_BYTES = 1 << 20
+
+
+def _reloadable(source: object) -> bool:
+    """Sources that give the same graph when loaded again (a Graph is the caller's own
+    object: dropping our reference frees nothing)."""
+    return isinstance(source, str | os.PathLike | bytes | ModelProto)
+
+
+def _replaced_bytes(loaded: Graph, optimized: Graph) -> int:
+    """Bytes of the loaded graph's initializers the optimized graph no longer uses."""
+    kept = {id(v) for v in optimized.initializers.values()}
+    return sum(
+        v.nbytes
+        for v in loaded.initializers.values()
+        if isinstance(v, np.ndarray) and id(v) not in kept
+    )
 
 
 def load_graph(model: str | os.PathLike | bytes | ModelProto | Graph) -> Graph:
@@ -83,26 +104,46 @@ class InferenceSession:
         # ill-conditioned light/test_squeezenet case (logits ~1e10 equal to the last bit).
         set_threads(self._options.intra_op_num_threads, blas_threads=1 if level >= 2 else None)
         with self._span("model_loading_uri"):
-            self._graph = load_graph(path_or_bytes)
+            loaded = load_graph(path_or_bytes)
         with self._span("session_initialization"):
-            self._optimized = optimize(self._graph, level)
+            self._optimized = optimize(loaded, level)
             if self._options.optimized_model_filepath:
                 save_model(self._optimized, self._options.optimized_model_filepath)
             self._plan = plan_graph(self._optimized)
-        g = self._graph
-        self._inputs = g.runtime_inputs()
-        self._defaults = {
-            v.name: g.initializers[v.name] for v in g.inputs if v.name in g.initializers
-        }
-        self._all_inputs = tuple(g.inputs)
+        self._inputs = loaded.runtime_inputs()
+        inits = loaded.initializers
+        self._defaults = {v.name: inits[v.name] for v in loaded.inputs if v.name in inits}
+        self._all_inputs = tuple(loaded.inputs)
         self._check_feeds = FeedChecker(self._all_inputs, self._defaults)
-        self._outputs = tuple(g.outputs)
+        self._outputs = tuple(loaded.outputs)
         self._out_index = {v.name: i for i, v in enumerate(self._outputs)}
+        self._metadata = loaded.metadata
+        self._graph_name = loaded.name
+        # The loaded graph still holds every weight the optimizer replaced (folded,
+        # fused, pre-packed): a second copy of the model. Keep it only when that costs
+        # little or cannot be re-read; `graph` loads it again on demand otherwise.
+        self._graph: Graph | None = loaded
+        self._source: Any = None
+        if _reloadable(path_or_bytes) and _replaced_bytes(loaded, self._optimized) > _KEEP_BYTES:
+            self._graph, self._source = None, path_or_bytes
 
     @property
     def graph(self) -> Graph:
-        """The graph as loaded (before optimization)."""
+        """The graph as loaded (before optimization), re-read from the source if dropped."""
+        if self._graph is None:
+            self._graph = load_graph(self._source)
         return self._graph
+
+    @property
+    def graph_inputs(self) -> tuple[ValueInfo, ...]:
+        """Every declared graph input, initializer-backed ones included (`graph.inputs`
+        without re-reading a dropped graph)."""
+        return self._all_inputs
+
+    @property
+    def runtime_inputs(self) -> tuple[ValueInfo, ...]:
+        """Inputs without an initializer of the same name (`graph.runtime_inputs()`)."""
+        return self._inputs
 
     @property
     def optimized_graph(self) -> Graph:
@@ -119,10 +160,10 @@ class InferenceSession:
         return [_node_arg(v) for v in self._all_inputs if v.name in self._defaults]
 
     def get_modelmeta(self) -> ModelMetadata:
-        m = self._graph.metadata
+        m = self._metadata
         return ModelMetadata(
             producer_name=m.get("producer_name", ""),
-            graph_name=m.get("graph_name", self._graph.name),
+            graph_name=m.get("graph_name", self._graph_name),
             domain=m.get("domain", ""),
             description=m.get("doc_string", ""),
             graph_description=m.get("graph_description", ""),

@@ -44,8 +44,39 @@ def _const_key(v: Any) -> Any:
     return (v.dtype.str, v.shape, v.tobytes())
 
 
+def _mergeable(n: Node) -> bool:
+    return bool(n.outputs) and n.op_type not in NONDETERMINISTIC and not n.subgraphs()
+
+
+def _may_have_duplicates(g: Graph) -> bool:
+    """False when no two constants and no two nodes could merge: the later rounds of
+    the pipeline mostly find nothing, and the editor's indexes are the costly part.
+
+    Without equal constants nothing is renamed before the first node merge, so a node
+    merge needs two nodes with the very same inputs (attributes are compared later).
+    """
+    inputs = {v.name for v in g.inputs}
+    consts: set[Any] = set()
+    for name, v in g.initializers.items():
+        key = None if name in inputs else _const_key(v)
+        if key is not None:
+            if key in consts:
+                return True
+            consts.add(key)
+    groups: set[Any] = set()
+    for n in g.nodes:
+        if _mergeable(n):
+            key = (n.domain, n.op_type, n.inputs, len(n.outputs))
+            if key in groups:
+                return True
+            groups.add(key)
+    return False
+
+
 def cse(g: Graph) -> Graph:
     """`g` with duplicate constants and duplicate nodes merged (`g` if none)."""
+    if not _may_have_duplicates(g):
+        return g
     ed = GraphEditor(g)
     canon: dict[str, str] = {}
     seen_const: dict[Any, str] = {}
@@ -62,7 +93,7 @@ def cse(g: Graph) -> Graph:
     # the long attribute lists of tree ensembles) only once a group has two nodes.
     seen: dict[Any, list[list[Any]]] = {}
     for n in ed.nodes:
-        if n.op_type in NONDETERMINISTIC or any(True for _ in n.subgraphs()) or not n.outputs:
+        if not _mergeable(n):
             continue
         ins = tuple(canon.get(i, i) for i in n.inputs)
         group = seen.setdefault((n.domain, n.op_type, ins, len(n.outputs)), [])

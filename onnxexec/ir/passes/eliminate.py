@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from onnxexec.ir.graph import Graph, Node
 from onnxexec.ir.passes._editor import GraphEditor, rebuild
-from onnxexec.ir.passes.shape_inference import Facts, infer_shapes
+from onnxexec.ir.passes._patterns import facts_of
+from onnxexec.ir.passes.shape_inference import Facts
 
 _PASS_THROUGH = frozenset({"Identity", "Concat", "Sum", "Max", "Min", "Mean"})
+_CANDIDATES = _PASS_THROUGH | {"Dropout", "Cast", "CastLike", "Transpose"}
 
 
 def _is_noop(n: Node, ed: GraphEditor, facts: dict[str, Facts]) -> bool:
@@ -49,7 +51,12 @@ def _is_noop(n: Node, ed: GraphEditor, facts: dict[str, Facts]) -> bool:
 
 def eliminate_noops(g: Graph) -> Graph:
     """`g` without pass-through nodes (`g` itself when there is none)."""
-    facts = infer_shapes(g)
+    # One cheap walk first: most rounds find nothing, and the editor's indexes and
+    # shape inference (needed for Cast only) are the expensive part.
+    kinds = {n.op_type for n in g.nodes if not n.domain} & _CANDIDATES
+    if not kinds:
+        return g
+    facts = facts_of(g) if kinds & {"Cast", "CastLike"} else {}
     ed = GraphEditor(g)
     for n in ed.nodes:
         if not _is_noop(n, ed, facts):

@@ -18,8 +18,9 @@ import numpy as np
 from onnxexec.ir.dtypes import np_dtype
 from onnxexec.ir.graph import Graph, Node
 from onnxexec.ir.passes._editor import GraphEditor
+from onnxexec.ir.passes._patterns import facts_of
 from onnxexec.ir.passes.fold_constants import NONDETERMINISTIC
-from onnxexec.ir.passes.shape_inference import Facts, infer_shapes
+from onnxexec.ir.passes.shape_inference import Facts
 from onnxexec.ir.passes.symdim import Dim, is_static
 
 _INT_TYPES = (6, 7, 12, 13)  # INT32, INT64, UINT32, UINT64
@@ -62,7 +63,7 @@ def _reshape_target(x: Facts, target: tuple[Dim, ...], allowzero: int) -> np.nda
 
 def fold_shapes(g: Graph) -> Graph:
     """`g` with shape computations folded using symbolic shapes (`g` if nothing folds)."""
-    facts = infer_shapes(g)
+    facts = facts_of(g)
     ed = GraphEditor(g)
     for n in ed.nodes:
         if (

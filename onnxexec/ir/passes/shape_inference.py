@@ -64,17 +64,24 @@ def rule(*op_types: str, domain: str = "") -> Callable[[Rule], Rule]:
     return register
 
 
+_ELEM: dict[np.dtype, int | None] = {}  # onnx_dtype by numpy dtype, None = no ONNX type
+
+
 def const_facts(v: Any) -> Facts:
     if not isinstance(v, np.ndarray):
         return UNKNOWN
-    try:
-        elem = onnx_dtype(v.dtype)
-    except ValueError:
-        elem = None
+    dt = v.dtype
+    elem = _ELEM.get(dt, -1)
+    if elem == -1:
+        try:
+            elem = onnx_dtype(dt)
+        except ValueError:
+            elem = None
+        _ELEM[dt] = elem
     sym = None
-    if v.dtype.kind in "iu" and v.ndim <= 1 and v.size <= 64:
-        sym = tuple(int(x) for x in v.reshape(-1))
-    return Facts(elem, tuple(int(d) for d in v.shape), sym, v)
+    if v.ndim <= 1 and v.size <= 64 and dt.kind in "iu":
+        sym = tuple(v.reshape(-1).tolist())
+    return Facts(elem, v.shape, sym, v)
 
 
 def _input_facts(t: Any) -> Facts:

@@ -35,3 +35,27 @@ def test_different_attributes_not_merged() -> None:
         ["y"],
     )
     assert cse(g) is g
+
+
+def test_chains_merge_and_a_graph_without_duplicates_is_returned_as_is() -> None:
+    nodes = [
+        node("Relu", ["x"], ["a"]),
+        node("Relu", ["x"], ["b"]),
+        node("Neg", ["a"], ["c"]),
+        node("Neg", ["b"], ["d"]),  # equal to c only once b is renamed to a
+        node("Add", ["c", "d"], ["y"]),
+    ]
+    g = graph(nodes, [("x", [3])], ["y"])
+    out = eliminate_dead(cse(g))
+    assert ops(out) == ["Relu", "Neg", "Add"]
+    assert out.nodes[2].inputs == ("c", "c")
+    assert_same_outputs(g, out, {"x": rand(3)})
+    assert cse(out) is out
+    # An overridable initializer (also a graph input) is no constant to merge.
+    h = graph(
+        [node("Mul", ["x", "c1"], ["a"]), node("Mul", ["x", "c2"], ["y"])],
+        [("x", [3]), ("c2", [3])],
+        ["a", "y"],
+        {"c1": np.float32([2, 3, 4]), "c2": np.float32([2, 3, 4])},
+    )
+    assert cse(h) is h
