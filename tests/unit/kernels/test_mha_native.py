@@ -6,19 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnxexec.kernels import mha, parallel
+from onnxexec.kernels import mha
 
 
 def _rand(*shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-@pytest.fixture(params=[1, 2, 3], ids=["1thread", "2threads", "3threads"])
-def threads(request):
-    old = parallel.num_threads()
-    parallel.set_num_threads(request.param)
-    yield request.param
-    parallel.set_num_threads(old)
 
 
 @pytest.mark.parametrize("h, hkv, t, s, dh", [(4, 4, 7, 7, 8), (6, 2, 5, 9, 16), (3, 1, 1, 4, 4)])

@@ -16,14 +16,6 @@ def _rand(*shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-@pytest.fixture(params=[1, 2, 3], ids=["1thread", "2threads", "3threads"])
-def threads(request):
-    old = parallel.num_threads()
-    parallel.set_num_threads(request.param)
-    yield request.param
-    parallel.set_num_threads(old)
-
-
 def _want(x, w, b, code, alpha=0.0, beta=0.0):
     y = (x.astype(np.float64) @ w.astype(np.float64)).astype(np.float32)
     return epilogue_reference(y, b, code, alpha, beta)

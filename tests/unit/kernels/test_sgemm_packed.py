@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnxexec.kernels import gemm, parallel, sgemm_packed
+from onnxexec.kernels import gemm, sgemm_packed
 from onnxexec.kernels.activations import ACT, epilogue_reference
 
 pytestmark = pytest.mark.skipif(not sgemm_packed.AVAILABLE, reason="no AVX2/FMA")
@@ -14,14 +14,6 @@ pytestmark = pytest.mark.skipif(not sgemm_packed.AVAILABLE, reason="no AVX2/FMA"
 
 def _rand(*shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-@pytest.fixture(params=[1, 2, 3], ids=["1thread", "2threads", "3threads"])
-def threads(request):
-    old = parallel.num_threads()
-    parallel.set_num_threads(request.param)
-    yield request.param
-    parallel.set_num_threads(old)
 
 
 def _want(x, w, b=None, code=0, alpha=0.0, beta=0.0, cols=None):
