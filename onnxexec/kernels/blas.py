@@ -151,9 +151,11 @@ def cycles(typingctx):
 # ----- the product span a pool thread runs ---------------------------------------
 # Job arguments, as slots of an int64 array (floats in a float64 array beside it).
 # The activation applies to output columns [ACT0, ACT1) only (a grouped product whose
-# outputs differ in activation, e.g. Llama's gate and up projections).
-FN, TB, M, N, K, X, LDA, W, LDB, OUT, LDC, BIAS, ACT, AXIS, ACT0, ACT1 = range(16)
-G_ARGS = 16
+# outputs differ in activation, e.g. Llama's gate and up projections). ROWB set: the
+# bias is per output row (a 1x1 conv's channels), else per column; Z: the address of
+# a residual added before the activation (M x LDC like OUT), or 0.
+FN, TB, M, N, K, X, LDA, W, LDB, OUT, LDC, BIAS, ACT, AXIS, ACT0, ACT1, ROWB, Z = range(18)
+G_ARGS = 18
 _NO_Z = np.zeros((1, 1), dtype=np.float32)
 
 
@@ -176,21 +178,24 @@ def gemm_span(a, fa, i0, i1):
 
 @nb.njit(nogil=True, cache=True)
 def span_epilogue(a, fa, r0, r1, c0, c1):
-    """The GEMM job's bias / activation on rows [r0, r1) x columns [c0, c1) of OUT."""
+    """The GEMM job's bias / residual / activation on rows [r0, r1) x columns [c0, c1)
+    of OUT."""
     m, n, out, ldc = a[M], a[N], a[OUT], a[LDC]
-    if a[BIAS] == 0 and a[ACT] == 0:
+    has_bias, has_z, row_b = a[BIAS] != 0, a[Z] != 0, a[ROWB] != 0
+    if not has_bias and not has_z and a[ACT] == 0:
         return
     y = nb.carray(f32_ptr(out), (m, ldc))[r0:r1]
-    bias = nb.carray(f32_ptr(a[BIAS]), (n,)) if a[BIAS] != 0 else _NO_Z[0]
-    has_bias = a[BIAS] != 0
+    bias = _NO_Z[0]
+    if has_bias:
+        bias = nb.carray(f32_ptr(a[BIAS]), (m if row_b else n,))
+        if row_b:
+            bias = bias[r0:r1]
+    z = nb.carray(f32_ptr(a[Z]), (m, ldc))[r0:r1] if has_z else _NO_Z
     # columns [c0, c1) = bias only | bias + activation | bias only
     lo, hi = max(c0, min(a[ACT0], c1)), max(c0, min(a[ACT1], c1))
-    if has_bias and lo > c0:
-        _epilogue(y, c0, lo, bias, True, False, _NO_Z, False, 0, 0.0, 0.0)
-    if hi > lo:
-        _epilogue(y, lo, hi, bias, has_bias, False, _NO_Z, False, a[ACT], fa[0], fa[1])
-    if has_bias and c1 > hi:
-        _epilogue(y, hi, c1, bias, True, False, _NO_Z, False, 0, 0.0, 0.0)
+    for s0, s1, code in ((c0, lo, 0), (lo, hi, a[ACT]), (hi, c1, 0)):
+        if s1 > s0 and (has_bias or has_z or code != 0):
+            _epilogue(y, s0, s1, bias, has_bias, row_b, z, has_z, code, fa[0], fa[1])
 
 
 def _find_syscall() -> int:

@@ -157,6 +157,8 @@ def _native(x2, w, out, bias, act, alpha, beta, threads: int, lo: int = 0, hi: i
             axis,
             lo,
             n if hi < 0 else hi,
+            0,
+            0,
         )
         pool.fctrl[0], pool.fctrl[1] = alpha, beta
         pool.run_native(KIND_GEMM, bounds)
@@ -226,6 +228,8 @@ def linear_packed(
             1,
             lo,
             hi,
+            0,
+            0,
         )
         pool.fctrl[0], pool.fctrl[1] = alpha, beta
         pool.run_native(KIND_PACKED, bounds)

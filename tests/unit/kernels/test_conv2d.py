@@ -138,3 +138,28 @@ def test_fused_conv_geometry_cache_keys_on_attributes() -> None:
             want, _ = _reference(x, w, None, s, p, (1, 1), 3)
             got = fused_conv(x, w, group=3, kernel_shape=(3, 3), **kw)
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str(attrs))
+
+
+@pytest.mark.parametrize("mg, c, p", [(96, 24, 3136), (1280, 320, 49), (16, 32, 12544)])
+@pytest.mark.parametrize(
+    "has_b, has_z, act", [(0, 0, 0), (1, 0, "Relu"), (1, 1, "Relu"), (0, 1, 0)]
+)
+def test_pointwise_gemm_job_bias_per_channel_and_residual(threads, mg, c, p, has_b, has_z, act):
+    """1x1 convs big enough for the pool run as native GEMM jobs (split over pixels
+    when they outnumber the channels, else over channels): bias per output channel,
+    the residual, the activation, against float64 numpy."""
+    from onnxexec.kernels.conv2d import _pointwise
+
+    w, x = _rand(mg, c, seed=1), _rand(c, p, seed=2)
+    b = _rand(mg, seed=3) if has_b else None
+    z = _rand(mg, p, seed=4) if has_z else None
+    y = np.full((mg, p), np.nan, np.float32)
+    _pointwise(w, x, y, b, z, ACT[act] if act else 0, 0.0, 0.0)
+    want = w.astype(np.float64) @ x
+    if has_b:
+        want += b[:, None]
+    if has_z:
+        want += z
+    if act:
+        want = np.maximum(want, 0.0)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
