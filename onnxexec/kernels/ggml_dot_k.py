@@ -93,6 +93,27 @@ VALUE_BITS: Final = np.array(
 )
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _q8k_iscale(x, t, o, pos_ties):
+    """-127 / (the value of largest magnitude) of super-block x[t, o:o + 256], or 0 for
+    an all-zero block; with pos_ties, +amax wins over -amax (repack.cpp's 4x8 rows)."""
+    amax = np.float32(0.0)
+    mx = np.float32(0.0)
+    for j in range(QK_K):
+        ax = abs(x[t, o + j])
+        if ax > amax:
+            amax = ax
+            mx = x[t, o + j]
+    if amax == 0:
+        return np.float32(0.0)
+    if pos_ties:
+        for j in range(QK_K):
+            if x[t, o + j] == amax:
+                mx = amax
+                break
+    return np.float32(np.float32(-127.0) / mx)
+
+
 @nb.njit(cache=True, nogil=True)
 def quantize_q8_k(x, rows4=0):
     """x (T, K) f32 -> qs (T, K) i32, d (T, K/256) f32, bsums (T, K/16) i32 (Q8_K).
@@ -107,21 +128,9 @@ def quantize_q8_k(x, rows4=0):
     for t in range(t_rows):
         for i in range(nsb):
             o = i * QK_K
-            amax = np.float32(0.0)
-            mx = np.float32(0.0)
-            for j in range(QK_K):
-                ax = abs(x[t, o + j])
-                if ax > amax:
-                    amax = ax
-                    mx = x[t, o + j]
-            if amax == 0:
+            iscale = _q8k_iscale(x, t, o, t < rows4)
+            if iscale == 0:
                 continue
-            if t < rows4:
-                for j in range(QK_K):
-                    if x[t, o + j] == amax:
-                        mx = amax
-                        break
-            iscale = np.float32(np.float32(-127.0) / mx)
             for j in range(QK_K):
                 v = int(np.rint(np.float32(iscale * x[t, o + j])))
                 qs[t, o + j] = min(127, v)
@@ -146,21 +155,9 @@ def quantize_q8_k8(x, rows4=0):
     for t in range(t_rows):
         for i in range(nsb):
             o = i * QK_K
-            amax = np.float32(0.0)
-            mx = np.float32(0.0)
-            for j in range(QK_K):
-                ax = abs(x[t, o + j])
-                if ax > amax:
-                    amax = ax
-                    mx = x[t, o + j]
-            if amax == 0:
+            iscale = _q8k_iscale(x, t, o, t < rows4)
+            if iscale == 0:
                 continue
-            if t < rows4:
-                for j in range(QK_K):
-                    if x[t, o + j] == amax:
-                        mx = amax
-                        break
-            iscale = np.float32(np.float32(-127.0) / mx)
             for j in range(QK_K // 16):
                 s = 0
                 for jj in range(16):
