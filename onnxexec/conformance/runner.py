@@ -45,6 +45,46 @@ def _check_random(refs: list[Any], outs: list[Any]) -> None:
             raise Mismatch(f"output {i}: values outside {{0, 1}}")
 
 
+def _integer_range(dtype: np.dtype) -> tuple[int, int] | None:
+    """(min, max) of a fixed-point dtype, including ml_dtypes' int4/uint4/int2/uint2."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return int(info.min), int(info.max)
+    if dtype.name in ("int4", "uint4", "int2", "uint2"):
+        import ml_dtypes
+
+        info = ml_dtypes.iinfo(dtype)
+        return int(info.min), int(info.max)
+    return None
+
+
+def _drop_undefined_casts(case: Case, inputs: list[Any], outs: list[Any], refs: list[Any]) -> None:
+    """Float -> fixed-point Cast of an out-of-range value is "undefined if OOR" (Cast,
+    Operators.md). The node cases still carry such values (-9..15 into uint4, say), and
+    their expected data is whatever the installed ml_dtypes does with them: ml_dtypes
+    0.6 wraps modulo 2**bits, 0.7 gives 0. Those elements say nothing about
+    conformance, so they take the expected value before comparing; every in-range
+    element, the shape and the dtype are still checked."""
+    if not case.name.startswith(("test_cast_", "test_castlike_")) or not inputs or not refs:
+        return
+    x, ref, out = np.asarray(inputs[0]), refs[0], outs[0] if outs else None
+    if x.dtype.kind != "f" and x.dtype.name != "bfloat16":
+        return
+    if not isinstance(ref, np.ndarray) or not isinstance(out, np.ndarray):
+        return
+    bounds = _integer_range(ref.dtype)
+    if bounds is None or out.shape != ref.shape or out.dtype != ref.dtype:
+        return
+    wide = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        t = np.trunc(wide)
+        undefined = ~np.isfinite(wide) | (t < bounds[0]) | (t > bounds[1])
+    if undefined.shape == out.shape and undefined.any():
+        fixed = out.copy()
+        fixed[undefined] = ref[undefined]
+        outs[0] = fixed
+
+
 def run_case(case: Case) -> Result:
     op_type = case.op_type
     try:
@@ -60,6 +100,7 @@ def run_case(case: Case) -> Result:
                 order = names if len(inputs) <= len(names) else all_names
                 feed = dict(zip(order, inputs, strict=False))
                 outs = sess.run(None, feed)
+                _drop_undefined_casts(case, inputs, outs, refs)
                 if "bernoulli" in case.name:
                     _check_random(refs, outs)
                 else:
