@@ -39,3 +39,48 @@ def _defer_scipy_blas_check() -> None:
 
 
 _defer_scipy_blas_check()
+
+
+def _parse_linking_ir_on_demand() -> None:
+    """Keep a cached kernel's linking IR as bitcode bytes until something links it.
+
+    Loading a kernel from numba's cache parses the bitcode stored beside its object
+    code into an LLVM module (`_shared_module`) and keeps it for as long as the process
+    lives, although it is read again only when a newly compiled function calls that
+    kernel and links it in for inlining. In memory that IR is ~10x its bitcode:
+    dropping it after loading saved 38 MB of a SmolLM2 process (20 kernels). So the
+    bytes are kept instead and parsed again the first time a compile needs them.
+    numba internals: skipped when this numba's library class lacks them.
+    """
+    from numba.core import codegen
+
+    lib_cls = codegen.CPUCodeLibrary
+    if not all(hasattr(lib_cls, a) for a in ("_unserialize", "_get_module_for_linking")):
+        return
+    if getattr(lib_cls, "_onnxexec_lazy_ir", False):
+        return
+    import llvmlite.binding as ll
+
+    unserialize = lib_cls._unserialize.__func__
+    module_for_linking = lib_cls._get_module_for_linking
+
+    def _unserialize(cls, codegen_, state):  # type: ignore[no-untyped-def]
+        lib = unserialize(cls, codegen_, state)
+        _, kind, data = state
+        if kind == "object" and getattr(lib, "_shared_module", None) is not None:
+            lib._onnxexec_bitcode = data[1]
+            lib._shared_module = None
+        return lib
+
+    def _get_module_for_linking(self):  # type: ignore[no-untyped-def]
+        bitcode = self.__dict__.pop("_onnxexec_bitcode", None)
+        if bitcode is not None and self._shared_module is None:
+            self._shared_module = ll.parse_bitcode(bitcode)
+        return module_for_linking(self)
+
+    lib_cls._unserialize = classmethod(_unserialize)
+    lib_cls._get_module_for_linking = _get_module_for_linking
+    lib_cls._onnxexec_lazy_ir = True
+
+
+_parse_linking_ir_on_demand()
