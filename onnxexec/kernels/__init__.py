@@ -1,6 +1,6 @@
 """numba kernels; one module per kernel family.
 
-Importing this package first tells numba that BLAS exists without importing
+Importing this package arranges that numba learns BLAS exists without importing
 scipy.linalg. numba's CPU target imports `numba.np.arraymath` on its first compile or
 cached-kernel load, and that module's top level runs `_check_blas()`, which imports
 `scipy.linalg.cython_blas` only to learn whether it could: about 0.1-0.5 s and 16-29 MB
@@ -14,31 +14,54 @@ that uses it.
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
+from types import ModuleType
+from typing import Any
 
 
-def _defer_scipy_blas_check() -> None:
-    if "numba.np.arraymath" in sys.modules:
-        return
-    import numba.np.linalg as nplinalg
-
-    real = nplinalg.ensure_blas
-
-    def scipy_installed() -> None:
-        if importlib.util.find_spec("scipy") is None:
-            raise ImportError("scipy is required for linear algebra")
-
-    nplinalg.ensure_blas = scipy_installed
-    try:
-        import numba.np.arraymath as arraymath
-    finally:
-        nplinalg.ensure_blas = real
-    # arraymath bound the name at import; later callers get numba's own check
-    arraymath.ensure_blas = real
+def _scipy_installed() -> None:
+    if importlib.util.find_spec("scipy") is None:
+        raise ImportError("scipy is required for linear algebra")
 
 
-_defer_scipy_blas_check()
+class _BlasProbeWithoutScipy(importlib.abc.MetaPathFinder):
+    """Wraps the one import of numba.np.arraymath (whenever numba makes it: a model
+    that runs no kernel never does) so that its `_check_blas()` sees `_scipy_installed`;
+    numba's real `ensure_blas` is back in place once the module has run."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "numba.np.arraymath":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            import numba.np.linalg as nplinalg
+
+            real = nplinalg.ensure_blas
+            nplinalg.ensure_blas = _scipy_installed
+            try:
+                run(module)
+            finally:
+                nplinalg.ensure_blas = real
+                # arraymath bound the name at import; later callers get numba's check
+                module.ensure_blas = real
+
+        loader.exec_module = exec_module
+        return spec
+
+
+if "numba.np.arraymath" not in sys.modules and not any(
+    isinstance(f, _BlasProbeWithoutScipy) for f in sys.meta_path
+):
+    sys.meta_path.insert(0, _BlasProbeWithoutScipy())
 
 
 def _parse_linking_ir_on_demand() -> None:
