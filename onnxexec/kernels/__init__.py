@@ -18,6 +18,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -27,44 +28,52 @@ def _scipy_installed() -> None:
         raise ImportError("scipy is required for linear algebra")
 
 
-class _BlasProbeWithoutScipy(importlib.abc.MetaPathFinder):
-    """Wraps the one import of numba.np.arraymath (whenever numba makes it: a model
-    that runs no kernel never does) so that its `_check_blas()` sees `_scipy_installed`;
-    numba's real `ensure_blas` is back in place once the module has run."""
+class _AroundImport(importlib.abc.MetaPathFinder):
+    """Runs `wrap(exec_module, module)` in place of the one import of module `name`
+    (whenever numba makes it: a process that runs no kernel never does)."""
+
+    def __init__(self, name: str, wrap: Callable[[Callable[[ModuleType], None], ModuleType], None]):
+        self.name, self.wrap = name, wrap
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "numba.np.arraymath":
+        if name != self.name:
             return None
         sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         loader = getattr(spec, "loader", None)
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
-        run = loader.exec_module
-
-        def exec_module(module: ModuleType) -> None:
-            import numba.np.linalg as nplinalg
-
-            real = nplinalg.ensure_blas
-            nplinalg.ensure_blas = _scipy_installed
-            try:
-                run(module)
-            finally:
-                nplinalg.ensure_blas = real
-                # arraymath bound the name at import; later callers get numba's check
-                module.ensure_blas = real
-
-        loader.exec_module = exec_module
+        run, wrap = loader.exec_module, self.wrap
+        loader.exec_module = lambda module: wrap(run, module)
         return spec
 
 
-if "numba.np.arraymath" not in sys.modules and not any(
-    isinstance(f, _BlasProbeWithoutScipy) for f in sys.meta_path
-):
-    sys.meta_path.insert(0, _BlasProbeWithoutScipy())
+def _around(name: str, wrap: Callable[[Callable[[ModuleType], None], ModuleType], None]) -> None:
+    if name in sys.modules:
+        return
+    if not any(isinstance(f, _AroundImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AroundImport(name, wrap))
 
 
-def _parse_linking_ir_on_demand() -> None:
+def _arraymath_with_presence_check(run: Callable[[ModuleType], None], module: ModuleType) -> None:
+    """numba.np.arraymath's `_check_blas()` sees `_scipy_installed`; numba's real
+    `ensure_blas` is back in place once the module has run."""
+    import numba.np.linalg as nplinalg
+
+    real = nplinalg.ensure_blas
+    nplinalg.ensure_blas = _scipy_installed
+    try:
+        run(module)
+    finally:
+        nplinalg.ensure_blas = real
+        # arraymath bound the name at import; later callers get numba's check
+        module.ensure_blas = real
+
+
+_around("numba.np.arraymath", _arraymath_with_presence_check)
+
+
+def _parse_linking_ir_on_demand(codegen: ModuleType) -> None:
     """Keep a cached kernel's linking IR as bitcode bytes until something links it.
 
     Loading a kernel from numba's cache parses the bitcode stored beside its object
@@ -75,10 +84,9 @@ def _parse_linking_ir_on_demand() -> None:
     bytes are kept instead and parsed again the first time a compile needs them.
     numba internals: skipped when this numba's library class lacks them.
     """
-    from numba.core import codegen
-
-    lib_cls = codegen.CPUCodeLibrary
-    if not all(hasattr(lib_cls, a) for a in ("_unserialize", "_get_module_for_linking")):
+    lib_cls = getattr(codegen, "CPUCodeLibrary", None)
+    needed = ("_unserialize", "_get_module_for_linking")
+    if lib_cls is None or not all(hasattr(lib_cls, a) for a in needed):
         return
     if getattr(lib_cls, "_onnxexec_lazy_ir", False):
         return
@@ -106,4 +114,12 @@ def _parse_linking_ir_on_demand() -> None:
     lib_cls._onnxexec_lazy_ir = True
 
 
-_parse_linking_ir_on_demand()
+def _codegen_with_lazy_ir(run: Callable[[ModuleType], None], module: ModuleType) -> None:
+    run(module)
+    _parse_linking_ir_on_demand(module)
+
+
+if "numba.core.codegen" in sys.modules:
+    _parse_linking_ir_on_demand(sys.modules["numba.core.codegen"])
+else:
+    _around("numba.core.codegen", _codegen_with_lazy_ir)
