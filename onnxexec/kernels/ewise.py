@@ -12,33 +12,15 @@ instead of n times. Reference: `run_reference` (the same program on numpy arrays
 from __future__ import annotations
 
 import math
-from typing import Final
 
 import numba as nb
 import numpy as np
 from numba.typed import List
 
+from onnxexec.kernels.ewise_ops import BINARY, OPS  # noqa: F401  (the pass reads them)
 from onnxexec.kernels.parallel import parallel_for
 from onnxexec.kernels.vmath import erf32, exp_row, tanh32
 
-OPS: Final[dict[str, int]] = {
-    "Add": 0,
-    "Sub": 1,
-    "Mul": 2,
-    "Div": 3,
-    "Max": 4,
-    "Min": 5,
-    "Neg": 10,
-    "Abs": 11,
-    "Relu": 12,
-    "Sigmoid": 13,
-    "Tanh": 14,
-    "Exp": 15,
-    "Sqrt": 16,
-    "Reciprocal": 17,
-    "Erf": 18,
-}
-BINARY: Final = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min"})
 f32 = np.float32
 
 

@@ -14,8 +14,6 @@ from typing import Any, Final
 
 import numpy as np
 
-from onnxexec.kernels.ml_scores import transform_rows
-
 POST_TRANSFORMS: Final = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
 
 # How a lone binary score becomes two columns (onnxruntime's `add_second_class`):
@@ -114,6 +112,8 @@ def transform_scores(scores: np.ndarray, post_transform: str) -> np.ndarray:
     if post_transform == "NONE":
         return scores
     if scores.dtype == np.float32 and scores.ndim == 2:
+        from onnxexec.kernels.ml_scores import transform_rows
+
         out = np.array(scores, order="C")
         transform_rows(out, POST_TRANSFORMS.index(post_transform))
         return out

@@ -13,7 +13,6 @@ from typing import Final
 
 import numpy as np
 
-from onnxexec.kernels.ml_scores import linear_classify
 from onnxexec.ops.ml_common import (
     POST_TRANSFORMS,
     as_rows,
@@ -85,6 +84,8 @@ def linear_classifier(
         raise ValueError(
             f"LinearClassifier: {n_targets} score columns but {m.labels.shape[0]} class labels"
         )
+    from onnxexec.kernels.ml_scores import linear_classify
+
     s, best = linear_classify(
         rows if rows.dtype == np.float32 else rows.astype(np.float32),
         m.coef.reshape(n_targets, n_features),

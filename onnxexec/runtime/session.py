@@ -16,6 +16,7 @@ from onnxexec.ir.graph import Graph, ValueInfo
 from onnxexec.ir.passes import optimize
 from onnxexec.ir.types import TensorType
 from onnxexec.loaders.onnx_proto import load_onnx
+from onnxexec.runtime import threads
 from onnxexec.runtime.executor import execute
 from onnxexec.runtime.feeds import FeedChecker
 from onnxexec.runtime.options import ModelMetadata, NodeArg, RunOptions, SessionOptions
@@ -110,6 +111,7 @@ class InferenceSession:
             if self._options.optimized_model_filepath:
                 save_model(self._optimized, self._options.optimized_model_filepath)
             self._plan = plan_graph(self._optimized)
+        threads.apply_pending()  # planning imported the kernels the model uses
         self._inputs = loaded.runtime_inputs()
         inits = loaded.initializers
         self._defaults = {v.name: inits[v.name] for v in loaded.inputs if v.name in inits}
@@ -207,6 +209,9 @@ class InferenceSession:
         else:
             with self._span("model_run"):
                 results = execute(self._plan, feeds, profiler=self._profiler)
+        if threads._pending:  # numba came in with a kernel a handler imports when run
+            # (ml_scores' kernels are serial: that first run did not depend on the count)
+            threads.apply_pending()
         if not output_names:
             return results
         return [results[self._out_index[n]] for n in output_names]

@@ -17,13 +17,17 @@ OWN_ENV: dict[str, str] = {}
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     OWN_ENV["GOMP_SPINCOUNT"] = os.environ["GOMP_SPINCOUNT"] = "10000"
 
-import numba  # noqa: E402  (after the environment above)
-from threadpoolctl import threadpool_limits  # noqa: E402
+import sys  # noqa: E402
 
-from onnxexec.kernels import parallel  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
 _limiter: threadpool_limits | None = None
 _blas_count = -1
+# numba is imported by the first kernel module a model loads, not here: a model whose
+# ops are all numpy (small scikit-learn pipelines) then never pays its ~60 MB. The count
+# set before that is applied by apply_pending once numba is in (sessions call it after
+# planning and before each run).
+_pending = 0
 
 
 def default_threads() -> int:
@@ -37,13 +41,15 @@ def set_threads(n: int, blas_threads: int | None = None) -> int:
     `blas_threads` overrides the BLAS count: the fused kernels (kernels/parallel.py)
     split work across their own `n` threads and want single-threaded BLAS inside.
     """
-    global _limiter, _blas_count
+    global _limiter, _blas_count, _pending
     if n < 0:
         raise ValueError(f"thread count must be >= 0, got {n}")
     n = n or default_threads()
-    n = min(n, numba.config.NUMBA_NUM_THREADS)
-    numba.set_num_threads(n)
-    parallel.set_num_threads(n)
+    if "numba" in sys.modules:
+        n = _set_numba_threads(n)
+        _pending = 0
+    else:
+        _pending = n
     blas = n if blas_threads is None else blas_threads
     # threadpool_limits rescans the loaded libraries (~1.5 ms, most of a small
     # model's session creation): skip it when the previous call set the same count.
@@ -51,3 +57,23 @@ def set_threads(n: int, blas_threads: int | None = None) -> int:
         _limiter = threadpool_limits(limits=blas)
         _blas_count = blas
     return n
+
+
+def _set_numba_threads(n: int) -> int:
+    import numba
+
+    from onnxexec.kernels import parallel
+
+    n = min(n, numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(n)
+    parallel.set_num_threads(n)
+    return n
+
+
+def apply_pending() -> None:
+    """Give numba and the kernel pool the count set_threads recorded before numba was
+    imported (a no-op until then, and after)."""
+    global _pending
+    if _pending and "numba" in sys.modules:
+        _set_numba_threads(_pending)
+        _pending = 0

@@ -15,7 +15,6 @@ from __future__ import annotations
 from onnxexec.ir.graph import Graph, Node
 from onnxexec.ir.passes._editor import GraphEditor
 from onnxexec.ir.passes._patterns import facts_of
-from onnxexec.kernels.conv_taps import ohwi, to_ohwi, use_taps
 
 D = "onnxexec"
 
@@ -31,11 +30,17 @@ def _wants_taps(n: Node, facts: dict, ed: GraphEditor) -> bool:
     if f is None or f.shape is None or len(f.shape) != 4 or x is None or x.elem != f.elem:
         return False
     ow = f.shape[3]
+    from onnxexec.kernels.conv_taps import use_taps
+
     return isinstance(ow, int) and use_taps(w.shape[1], ow, w.shape[2], w.shape[3])
 
 
 def conv_layout(g: Graph) -> Graph:
     """`g` with the weights of tap-path FusedConvs stored OHWI (same name and values)."""
+    if not any(n.domain == D and n.op_type == "FusedConv" for n in g.nodes):
+        return g  # and the conv kernels (numba) stay unimported
+    from onnxexec.kernels.conv_taps import ohwi, to_ohwi
+
     facts = facts_of(g)
     ed = GraphEditor(g)
     for n in ed.nodes:

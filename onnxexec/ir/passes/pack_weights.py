@@ -43,9 +43,11 @@ def _packable(ed: GraphEditor, n: Node) -> np.ndarray | None:
 
 def pack_weights(g: Graph) -> Graph:
     """`g` with its FusedMatMul(Group) weights packed (`g` if none applies)."""
+    if os.environ.get("ONNXEXEC_PACK_WEIGHTS", "0") != "1":
+        return g  # off by default; the kernel module (numba) is then never imported
     from onnxexec.kernels import sgemm_packed
 
-    if not sgemm_packed.AVAILABLE or os.environ.get("ONNXEXEC_PACK_WEIGHTS", "0") != "1":
+    if not sgemm_packed.AVAILABLE:
         return g
     ed = GraphEditor(g)
     for n in ed.nodes:

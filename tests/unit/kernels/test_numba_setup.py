@@ -1,0 +1,65 @@
+"""onnxexec.kernels' numba setup: a kernel loaded from numba's cache keeps its linking
+IR as bytes (parsed again on demand), and a new compile that calls it still links."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+CALLEE = textwrap.dedent(
+    """
+    import numba
+    import numpy as np
+
+
+    @numba.njit(cache=True)
+    def scaled_sum(x, k):
+        acc = 0.0
+        for v in x:
+            acc += v * k
+        return acc
+    """
+)
+
+RUN = textwrap.dedent(
+    """
+    import sys
+    import numba
+    import numpy as np
+    import onnxexec.kernels
+    import callee_mod
+
+    x = np.arange(5.0)
+    first = callee_mod.scaled_sum(x, 2.0)
+    lib = callee_mod.scaled_sum.overloads[callee_mod.scaled_sum.signatures[0]].library
+    lazy = lib._shared_module is None and hasattr(lib, "_onnxexec_bitcode")
+
+    @numba.njit
+    def caller(x):  # compiled now: links the cached callee's IR for inlining
+        return callee_mod.scaled_sum(x, 3.0) + 1.0
+
+    print(first, caller(x), lazy, callee_mod.scaled_sum.stats.cache_hits[
+        callee_mod.scaled_sum.signatures[0]])
+    """
+)
+
+
+def _run(tmp: Path) -> list[str]:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp / "cache"))
+    env.pop("NUMBA_DISABLE_JIT", None)  # CI's coverage pass sets it; this needs the JIT
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp), *sys.path])
+    out = subprocess.run(
+        [sys.executable, "-c", RUN], capture_output=True, text=True, env=env, check=True, cwd=tmp
+    )
+    return out.stdout.split()
+
+
+def test_cached_kernel_ir_is_parsed_on_demand_and_still_links(tmp_path: Path) -> None:
+    (tmp_path / "callee_mod.py").write_text(CALLEE)
+    compiled = _run(tmp_path)  # compiles and writes the cache
+    assert compiled[:2] == ["20.0", "31.0"]
+    loaded = _run(tmp_path)  # loads it: IR kept as bitcode until `caller` links it
+    assert loaded == ["20.0", "31.0", "True", "1"]
