@@ -127,21 +127,25 @@ def test_mixed_weights_one_call_equal_separate_products(rows):
     np.testing.assert_array_equal(got, np.concatenate(want, 1))
 
 
-def test_parallel_twin_equals_serial():
+@pytest.mark.parametrize("t", TYPES, ids=q.type_name)
+@pytest.mark.parametrize("n_chunks", [7, 16])
+def test_parallel_twin_equals_serial(t, n_chunks):
+    """One activation row (decode's WIDE-row calls, then 4-row and single-row tails
+    where a chunk ends) on any chunking gives dot_k's bits."""
     rng = np.random.default_rng(3)
     n, k = 1032, 768
-    raw = random_blocks(q.Q6_K, n * k // 256, rng)
+    raw = random_blocks(t, n * k // 256, rng)
     x = rng.standard_normal((1, k)).astype(np.float32)
     xk = quantize_q8_k8(x, 0)
     x8, xst = quantize_act8(x)
     par, ser = ggml_simd_k.DOT_MANY
     a = np.empty((1, n), np.float32)
     b = np.empty((1, n), np.float32)
-    args = ((raw,), (raw.size // n,), (ggml_simd_k.Q6_K_KIND,), (0,), x8, xst, *xk, 0)
-    par(*args, a, 7)
+    args = ((raw,), (raw.size // n,), (ggml_simd_k.KINDS[t],), (0,), x8, xst, *xk, 0)
+    par(*args, a, n_chunks)
     ser(*args, b, 1)
     np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(a, _dot_k(raw, q.Q6_K, n, x))
+    np.testing.assert_array_equal(a, _dot_k(raw, t, n, x))
 
 
 @pytest.mark.parametrize("t", TYPES, ids=q.type_name)
