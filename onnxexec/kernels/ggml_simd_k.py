@@ -23,8 +23,9 @@ ggml_simd.py), inlined into the numba row loops below. Whole groups of ROWS weig
 rows of Q4_K (both orders) and of Q6_K in the tiled order run ggml_simd_ktile's
 tiles instead (the horizontal sums of 8 outputs at once, float steps as vectors: same
 bits, 1.2-3x faster); the per-output intrinsics here remain for Q6_K's vec_dot order
-(WIDE weight rows per call for one activation row: decode) and single rows. Q4_K weights whose row count is not a multiple of 8 (un-repacked in
-llama.cpp) are not handled here (`simd_ok`).
+(WIDE weight rows per call for one activation row: decode) and single rows. Q4_K
+weights whose row count is not a multiple of 8 (un-repacked in llama.cpp) are not
+handled here (`simd_ok`).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from onnxexec.kernels.ggml_dot_k import (
     dot_k,
     quantize_q8_k,
     quantize_q8_k8,
+    quantize_q8_k8_into,
 )
 from tests.unit.kernels._qblocks import extreme_blocks, geometry, random_blocks
 from tests.unit.kernels.test_ggml_dot_k import _reference
@@ -68,6 +69,12 @@ def test_quantize_q8_k8_equals_quantize_q8_k():
         np.testing.assert_array_equal(b[0].astype(np.int32), a[0])
         np.testing.assert_array_equal(b[1], a[1])
         np.testing.assert_array_equal(b[2], a[2])
+        # into reused buffers holding garbage (the zero super-block too is written)
+        c = (np.full(x.shape, 7, np.int8), np.full((5, 2), 9, np.float32))
+        c += (np.full((5, 32), 3, np.int32),)
+        quantize_q8_k8_into(x, rows4, *c)
+        for want, got in zip(b, c, strict=True):
+            np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("t", TYPES, ids=q.type_name)
