@@ -148,15 +148,26 @@ def quantize_q8_k8(x, rows4=0):
     """quantize_q8_k with the values as int8 (the width of ggml_simd_k's kernels): the
     same bits, in one pass per super-block and without the int32 copy."""
     t_rows, k = x.shape
+    qs = np.empty((t_rows, k), np.int8)
+    d = np.empty((t_rows, k // QK_K), np.float32)
+    bsums = np.empty((t_rows, k // 16), np.int32)
+    quantize_q8_k8_into(x, rows4, qs, d, bsums)
+    return qs, d, bsums
+
+
+@nb.njit(cache=True, nogil=True)
+def quantize_q8_k8_into(x, rows4, qs, d, bsums):
+    """quantize_q8_k8 into given arrays (a decode group's buffers: no allocation)."""
+    t_rows, k = x.shape
     nsb = k // QK_K
-    qs = np.zeros((t_rows, k), np.int8)
-    d = np.zeros((t_rows, nsb), np.float32)
-    bsums = np.zeros((t_rows, k // 16), np.int32)
     for t in range(t_rows):
         for i in range(nsb):
             o = i * QK_K
             iscale = _q8k_iscale(x, t, o, t < rows4)
             if iscale == 0:
+                qs[t, o : o + QK_K] = 0
+                bsums[t, i * 16 : i * 16 + 16] = 0
+                d[t, i] = 0.0
                 continue
             for j in range(QK_K // 16):
                 s = 0
@@ -166,7 +177,6 @@ def quantize_q8_k8(x, rows4=0):
                     s += v
                 bsums[t, i * 16 + j] = s
             d[t, i] = np.float32(np.float32(1.0) / iscale)
-    return qs, d, bsums
 
 
 @nb.njit(cache=True, nogil=True)

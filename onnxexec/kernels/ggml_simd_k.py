@@ -23,8 +23,9 @@ ggml_simd.py), inlined into the numba row loops below. Whole groups of ROWS weig
 rows of Q4_K (both orders) and of Q6_K in the tiled order run ggml_simd_ktile's
 tiles instead (the horizontal sums of 8 outputs at once, float steps as vectors: same
 bits, 1.2-3x faster); the per-output intrinsics here remain for Q6_K's vec_dot order
-and single rows. Q4_K weights whose row count is not a multiple of 8 (un-repacked in
-llama.cpp) are not handled here (`simd_ok`).
+(WIDE weight rows per call for one activation row: decode) and single rows. Q4_K
+weights whose row count is not a multiple of 8 (un-repacked in llama.cpp) are not
+handled here (`simd_ok`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ Q4_K_KIND: Final = 16  # kinds beside ggml_simd's (Q4_1 0, Q8_0 1, Q5_0 2)
 Q6_K_KIND: Final = 17
 KINDS: Final = {q.Q4_K: Q4_K_KIND, q.Q6_K: Q6_K_KIND}
 TILED_MIN_T: Final = 8  # ggml_dot_k.TILED_MIN_T (not imported: ggml_dot_k imports us)
+WIDE: Final = 2 * ROWS  # weight rows per call for a single activation row
 
 _V16I8 = ir.VectorType(_I8, 16)
 _V16I32 = ir.VectorType(_I32, 16)
@@ -268,6 +270,9 @@ _K_DOTS_Q6K_TILED_RC = make_q6k_tiled_tile(ROWS, COLS)
 _K_DOTS_Q6K_TILED_R1 = make_q6k_tiled_tile(ROWS, 1)
 _K_DOTS_Q6K_TILED_1C = _K_DOTS[Q6_K_KIND, 1, True, COLS]
 _K_DOTS_Q6K_TILED_11 = _K_DOTS[Q6_K_KIND, 1, True, 1]
+# Q6_K, one activation row (decode) in the vec_dot order: WIDE weight rows per call
+# share the activation loads (1.2x; Q4_K's 8-row gemv tile ran slower than its 4-row)
+_K_DOTS_Q6K_W1 = _make_k_dot(Q6_K_KIND, WIDE, False, 1)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -319,6 +324,10 @@ def k_rows(raw, rb, kind, xk8, xkd, xkbs, rows4, out, col0, n0, n1, cols):
     nsb = K // QK_K
     tiled = T >= TILED_MIN_T
     r = n0
+    if T == 1 and kind == Q6_K_KIND:  # decode: WIDE rows per call, then the loop below
+        while r + WIDE <= n1:
+            _K_DOTS_Q6K_W1(raw, r * rb, rb, nsb, xk8, 0, xkd, 0, xkbs, 0, out, col0 + r, N)
+            r += WIDE
     while r < n1:
         full = r + ROWS <= n1
         t = 0

@@ -223,6 +223,7 @@ def make_q4k_tile(rows: int, cols: int, gemm: bool) -> Any:
                     dm.append(vm)
                 tot_acc = [None] * len(groups)
                 min_acc = [None] * len(groups)
+                parts_sb: list = []
                 for ch in range(4):
                     parts = []
                     for r in range(rows):
@@ -239,26 +240,29 @@ def make_q4k_tile(rows: int, cols: int, gemm: bool) -> Any:
                         for c in range(cols):
                             lo = _madd(builder, qlo, xv[c][2 * ch], s_lo)
                             hi = _madd(builder, qhi, xv[c][2 * ch + 1], s_hi)
-                            row_parts.append(builder.add(lo, hi))
+                            v = builder.add(lo, hi)
+                            if not gemm and ch:  # gemv: lanes summed over the chunks
+                                v = builder.add(parts_sb[r][c], v)
+                            row_parts.append(v)
                         parts.append(row_parts)
+                    if not gemm:
+                        parts_sb = parts
                     for gi, g in enumerate(groups):
-                        vs = [parts[k % rows][k // rows] for k in g]
-                        tot = _transpose_sums(builder, vs)
                         am = _gather(builder, mnp, [(k % rows, ch) for k in g])
                         ab = _gather(builder, bsp, [(k // rows, ch) for k in g])
                         tmin = _min_madd(builder, madd_wd, am, ab, vi16, gsize)
                         if gemm:
+                            tot = _transpose_sums(builder, [parts[k % rows][k // rows] for k in g])
                             _fma_vec(builder, fmav, tot, dd[gi], accs[gi])
                             _fma_vec(builder, fmav, tmin, dm[gi], accms[gi])
                         else:
-                            tot_acc[gi] = (
-                                tot if tot_acc[gi] is None else builder.add(tot_acc[gi], tot)
-                            )
                             min_acc[gi] = (
                                 tmin if min_acc[gi] is None else builder.add(min_acc[gi], tmin)
                             )
-                if not gemm:
-                    for gi in range(len(groups)):
+                if not gemm:  # one transposed sum per super-block (exact integers)
+                    for gi, g in enumerate(groups):
+                        vs = [parts_sb[k % rows][k // rows] for k in g]
+                        tot_acc[gi] = _transpose_sums(builder, vs)
                         _fma_vec(builder, fmav, tot_acc[gi], dd[gi], accs[gi])
                         _fma_vec(builder, fmav, min_acc[gi], dm[gi], accms[gi])
             for gi, g in enumerate(groups):
@@ -329,7 +333,10 @@ def q6k_isum(builder: ir.IRBuilder, vals: tuple, xv: list[Any], bsv: Any) -> Any
     for ch in range(8):
         p = _madd(builder, us[ch], xv[ch], scs[ch])
         acc = p if acc is None else builder.add(acc, p)
-    corr = _pair_sums(builder, builder.mul(builder.sext(sc8, _V16I32), bsv))
+    # sc[2l] bsums[2l] + sc[2l + 1] bsums[2l + 1] in one `_mm256_madd_epi16`: |bsums| <=
+    # 16 * 128 fits int16 and the products' pair sums int32 (exact, as any order)
+    madd_wd = _fn(builder, "llvm.x86.avx2.pmadd.wd", _V8I32, [_V16I16, _V16I16])
+    corr = builder.call(madd_wd, [builder.sext(sc8, _V16I16), builder.trunc(bsv, _V16I16)])
     return builder.sub(acc, builder.shl(corr, _c(_V8I32, 5)))
 
 

@@ -27,7 +27,7 @@ from onnxexec.kernels.attend_one import (  # noqa: F401  (re-exported: ops/llm_f
     attend_kernel,
     rope_store_one,
 )
-from onnxexec.kernels.ggml_dot_k import quantize_q8_k
+from onnxexec.kernels.ggml_dot_k import quantize_q8_k8_into
 from onnxexec.kernels.ggml_math import (
     _LN2_HI,
     _LN2_LO,
@@ -123,18 +123,11 @@ def norm_quant8(x, w, eps, h):
 def quant_into(x, block, kq, x8, xst, xk8, xkd, xkbs):
     """The activations of one decode matmul group, into preallocated buffers: x (T, K)
     -> quantize_act8(x) into (x8, xst) when `block`, ggml_dot_k.quantize_q8_k8(x, 0)
-    into (xk8, xkd, xkbs) when `kq` (same values: both only cast or copy)."""
+    into (xk8, xkd, xkbs) when `kq`."""
     if block:
         quantize_act_into(x, x8, xst)
     if kq:
-        qs, d, bs = quantize_q8_k(x, 0)
-        for t in range(qs.shape[0]):
-            for i in range(qs.shape[1]):
-                xk8[t, i] = qs[t, i]  # |q| <= 127
-            for i in range(d.shape[1]):
-                xkd[t, i] = d[t, i]
-            for i in range(bs.shape[1]):
-                xkbs[t, i] = bs[t, i]
+        quantize_q8_k8_into(x, 0, xk8, xkd, xkbs)
 
 
 @nb.njit(cache=True, nogil=True)

@@ -26,6 +26,7 @@ from onnxexec.kernels.ggml_dot_k import (
     dot_k,
     quantize_q8_k,
     quantize_q8_k8,
+    quantize_q8_k8_into,
 )
 from tests.unit.kernels._qblocks import extreme_blocks, geometry, random_blocks
 from tests.unit.kernels.test_ggml_dot_k import _reference
@@ -68,6 +69,12 @@ def test_quantize_q8_k8_equals_quantize_q8_k():
         np.testing.assert_array_equal(b[0].astype(np.int32), a[0])
         np.testing.assert_array_equal(b[1], a[1])
         np.testing.assert_array_equal(b[2], a[2])
+        # into reused buffers holding garbage (the zero super-block too is written)
+        c = (np.full(x.shape, 7, np.int8), np.full((5, 2), 9, np.float32))
+        c += (np.full((5, 32), 3, np.int32),)
+        quantize_q8_k8_into(x, rows4, *c)
+        for want, got in zip(b, c, strict=True):
+            np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("t", TYPES, ids=q.type_name)
@@ -127,21 +134,25 @@ def test_mixed_weights_one_call_equal_separate_products(rows):
     np.testing.assert_array_equal(got, np.concatenate(want, 1))
 
 
-def test_parallel_twin_equals_serial():
+@pytest.mark.parametrize("t", TYPES, ids=q.type_name)
+@pytest.mark.parametrize("n_chunks", [7, 16])
+def test_parallel_twin_equals_serial(t, n_chunks):
+    """One activation row (decode's WIDE-row calls, then 4-row and single-row tails
+    where a chunk ends) on any chunking gives dot_k's bits."""
     rng = np.random.default_rng(3)
     n, k = 1032, 768
-    raw = random_blocks(q.Q6_K, n * k // 256, rng)
+    raw = random_blocks(t, n * k // 256, rng)
     x = rng.standard_normal((1, k)).astype(np.float32)
     xk = quantize_q8_k8(x, 0)
     x8, xst = quantize_act8(x)
     par, ser = ggml_simd_k.DOT_MANY
     a = np.empty((1, n), np.float32)
     b = np.empty((1, n), np.float32)
-    args = ((raw,), (raw.size // n,), (ggml_simd_k.Q6_K_KIND,), (0,), x8, xst, *xk, 0)
-    par(*args, a, 7)
+    args = ((raw,), (raw.size // n,), (ggml_simd_k.KINDS[t],), (0,), x8, xst, *xk, 0)
+    par(*args, a, n_chunks)
     ser(*args, b, 1)
     np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(a, _dot_k(raw, q.Q6_K, n, x))
+    np.testing.assert_array_equal(a, _dot_k(raw, t, n, x))
 
 
 @pytest.mark.parametrize("t", TYPES, ids=q.type_name)
