@@ -196,12 +196,12 @@ def kernel_sources_hash(module: str = "llm_decode", here: str = _KERNELS) -> byt
     return h.digest()
 
 
-def _stamp_with_kernel_sources(*dispatchers: Any) -> None:
+def _stamp_with_kernel_sources(*dispatchers: Any, module: str = "llm_decode") -> None:
     """numba's on-disk cache checks the source of a function's own module only, but
     the code it stores for these drivers includes the kernels they call from other
     modules: stamp their cache entries with those modules' sources too, so that
     editing one recompiles the drivers instead of loading stale code."""
-    stamp = kernel_sources_hash()
+    stamp = kernel_sources_hash(module)
     for d in dispatchers:
         cache_file = getattr(getattr(d, "_cache", None), "_cache_file", None)
         if cache_file is not None and hasattr(cache_file, "_source_stamp"):

@@ -10,9 +10,11 @@ types (qmatmul's int8 mode), as simd_dot_many requires.
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from typing import Any
 
+import numba as nb
 import numpy as np
 
 from onnxexec.kernels import ggml_simd, ggml_simd_k
@@ -20,12 +22,15 @@ from onnxexec.kernels import qtypes as qt
 from onnxexec.kernels.attend_one import PAR_MIN_ATTN
 from onnxexec.kernels.ggml_dot import simd_ok
 from onnxexec.kernels.lanes import pick
-from onnxexec.kernels.llm_decode import attn_one, ffn_one, norm_dot_one, ready
+from onnxexec.kernels.llm_decode import N_CHUNKS, PARALLEL, attn_one, ffn_one, norm_dot_one, ready
+from onnxexec.kernels.llm_decode_mt import attn_region, control, ffn_region, post
 from onnxexec.kernels.qmatmul import BLAS_MIN_T, QWeight
+from onnxexec.ops.contention import free_cores
 
 _NO_X8 = np.zeros((1, 32), np.int8)
 _NO_XST = np.zeros((1, 3, 1), np.float32)
 _NO_XK = (np.zeros((1, 256), np.int8), np.zeros((1, 1), np.float32), np.zeros((1, 16), np.int32))
+STAGED = True  # False: llm_decode's drivers (a parallel region per product) on 2+ threads
 # weight -> {key: the cached state of an op on it (and the other weights' ids), or False}
 _STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -102,6 +107,36 @@ def _state(groups: tuple[tuple[Any, ...], ...], key: tuple, make: Any) -> Any:
     return st[0] if st else None
 
 
+_CTL = control()  # the staged ops' counters: one op runs at a time (_LOCK)
+_LOCK = threading.Lock()
+_JOB = [0]
+
+
+def _serial(g: tuple) -> tuple:
+    """The group with its products on the calling thread (one chunk, serial twin)."""
+    return (*g[:N_CHUNKS], 1, False)
+
+
+def _threads(g: tuple) -> int:
+    """Threads for an op whose first product is g: numba's count when g is worth
+    splitting and no other process holds our cores (ops/contention.py), else 1."""
+    if not g[PARALLEL]:
+        return 1
+    return nb.get_num_threads() if free_cores() else 1
+
+
+def _staged(fn: Any, *args: Any) -> np.ndarray:
+    """A region kernel of kernels/llm_decode_mt (one parallel region per op) on a new
+    job: args = (*fn's leading arguments, threads, group 1, group 2); fn gets the
+    counters and job number before the thread count, and the groups flat."""
+    with _LOCK:
+        _JOB[0] += 1
+        job = _JOB[0] & ((1 << 40) - 1)
+        post(_CTL, job)
+        *head, nt, g1, g2 = args
+        return fn(*head, _CTL, job, nt, *g1, *g2)
+
+
 def _f32(x: np.ndarray) -> np.ndarray:
     if x.dtype == np.float32 and x.flags.c_contiguous:
         return x
@@ -143,12 +178,19 @@ def attn_decode(
         )
         width = wq.shape[0]
         qkv = group((wq, wk, wv))
-        return cfg, qkv, group((wo,)), np.empty(width, np.float32), np.empty((1, width), np.float32)
+        qr, a = np.empty(width, np.float32), np.empty((1, width), np.float32)
+        return cfg, qkv, group((wo,)), qr, a
 
     st = _state(((wq, wk, wv), (wo,)), (*attrs, id(wk), id(wv), id(wo)), make)
     if st is None:
         return None
-    return attn_one(_f32(x), norm_w, k_cache, v_cache, p, *st)
+    cfg, gqkv, go, qr, a = st
+    nt = _threads(gqkv)
+    if nt > 1 and STAGED:
+        return _staged(attn_region, _f32(x), norm_w, k_cache, v_cache, p, cfg, qr, a, nt, gqkv, go)
+    if nt == 1 and gqkv[PARALLEL]:  # attention on this thread too (par_min)
+        gqkv, go, cfg = _serial(gqkv), _serial(go), (*cfg[:-1], 1 << 62)
+    return attn_one(_f32(x), norm_w, k_cache, v_cache, p, cfg, gqkv, go, qr, a)
 
 
 def ffn_decode(
@@ -162,7 +204,13 @@ def ffn_decode(
     st = _state(((wg, wu), (wd,)), (mode, epsilon, id(wu), id(wd)), make)
     if st is None:
         return None
-    return ffn_one(_f32(x), norm_w, *st)
+    eps, ggu, gd, f = st
+    nt = _threads(ggu)
+    if nt > 1 and STAGED:
+        return _staged(ffn_region, _f32(x), norm_w, eps, f, nt, ggu, gd)
+    if nt == 1 and ggu[PARALLEL]:
+        ggu, gd = _serial(ggu), _serial(gd)
+    return ffn_one(_f32(x), norm_w, eps, ggu, gd, f)
 
 
 def norm_qmatmul_decode(
@@ -172,4 +220,5 @@ def norm_qmatmul_decode(
     st = _state(((w,),), (mode, epsilon), lambda: (float(epsilon), group((w,))))
     if st is None:
         return None
-    return norm_dot_one(_f32(x), norm_w, *st)
+    eps, g = st
+    return norm_dot_one(_f32(x), norm_w, eps, g if _threads(g) > 1 else _serial(g))
