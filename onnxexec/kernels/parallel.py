@@ -44,7 +44,7 @@ from itertools import count
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels import blas, sgemm_packed
+from onnxexec.kernels import blas, depthwise_planes, im2col_job, sgemm_packed
 from onnxexec.kernels.blas import (
     atomic_add,
     atomic_cas,
@@ -57,14 +57,14 @@ from onnxexec.kernels.blas import (
 
 _lock = threading.Lock()
 _threads = 1
-_SPANS_PER_THREAD = 2  # finer spans balance uneven progress between threads
+SPANS_PER_THREAD = 2  # finer spans balance uneven progress between threads
 _SPIN_SECONDS = 2e-4  # how long a hand-off spins before it sleeps (see _Pool._adapt)
 
 # ctrl slots (hot words a cache line apart)
 CLAIM, DONE = 0, 8
 KIND, NSPANS, WAITING, SYSC, TICKS, ARGS, BOUNDS = 32, 33, 34, 35, 36, 40, 64
 MAX_SPANS = 32
-KIND_PY, KIND_GEMM, KIND_PACKED = 0, 1, 2
+KIND_PY, KIND_GEMM, KIND_PACKED, KIND_DW, KIND_IM2COL = 0, 1, 2, 3, 4
 # CLAIM word: job number << 36 | kind << 32 | spans << 16 | next span
 _SPAN_BITS, _KIND_SHIFT, _JOB_SHIFT = 0xFFFF, 32, 36
 
@@ -99,6 +99,10 @@ def _run(ctrl, fctrl, i):
         blas.gemm_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
     elif ctrl[KIND] == KIND_PACKED:
         sgemm_packed.packed_job(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
+    elif ctrl[KIND] == KIND_DW:
+        depthwise_planes.dw_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
+    elif ctrl[KIND] == KIND_IM2COL:
+        im2col_job.im2col_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
     atomic_add(ctrl, DONE, 1)
     if atomic_load(ctrl, WAITING):
         futex_wake(ctrl[SYSC], ctrl, DONE)
@@ -367,7 +371,7 @@ def parallel_for(
     if n_items <= 0:
         return
     pool = _pool
-    parts = _threads * _SPANS_PER_THREAD if spans is None else spans
+    parts = _threads * SPANS_PER_THREAD if spans is None else spans
     parts = min(parts, n_items // max(1, min_chunk))
     if parts <= 1 or pool is None or not pool.busy.acquire(blocking=False):
         fn(0, n_items)
