@@ -33,9 +33,11 @@ from onnxexec.kernels import blas
 from onnxexec.kernels.activations import _epilogue, act_row, epilogue
 from onnxexec.kernels.conv_taps import conv_taps, ohwi, phase_planes, pointwise_span, use_taps
 from onnxexec.kernels.depthwise import depthwise2d_fused
+from onnxexec.kernels.im2col_job import IM_ARGS, _im2col_rows
 from onnxexec.kernels.parallel import (
     ARGS,
     KIND_GEMM,
+    KIND_IM2COL,
     MAX_SPANS,
     native_pool,
     num_threads,
@@ -48,43 +50,6 @@ _NO_BIAS = np.zeros(1, dtype=np.float32)
 _PARALLEL_MACS = 1 << 18  # smaller convs stay on one thread (a wake-up costs ~10-40 us)
 _NO_Z = np.zeros((1, 1), dtype=np.float32)
 _WIDE_MIN_OW = 16  # narrower outputs: the junk columns of the wide path cost more than im2col
-
-
-@nb.njit(inline="always", cache=True)
-def _col_range(ow, sw, off, width):
-    """Output columns j whose input column j * sw + off lies in [0, width)."""
-    lo = 0 if off >= 0 else (-off + sw - 1) // sw
-    hi = (width - 1 - off) // sw + 1 if width - 1 - off >= 0 else 0
-    return lo, max(lo, min(hi, ow))
-
-
-@nb.njit(nogil=True, cache=True, error_model="numpy")
-def _im2col_rows(x, c0, c1, kh, kw, sh, sw, ph, pw, dh, dw, ow, i0, i1, cols):
-    """cols[(c, a, b), (i - i0) * ow + j] = x[c, i*sh - ph + a*dh, j*sw - pw + b*dw] (0 outside)."""
-    height, width = x.shape[1], x.shape[2]
-    for c in range(c0, c1):
-        for a in range(kh):
-            for b in range(kw):
-                row = cols[((c - c0) * kh + a) * kw + b]
-                off = b * dw - pw
-                lo, hi = _col_range(ow, sw, off, width)
-                for i in range(i0, i1):
-                    dst = row[(i - i0) * ow : (i - i0 + 1) * ow]
-                    r = i * sh - ph + a * dh
-                    if r < 0 or r >= height:
-                        for j in range(ow):
-                            dst[j] = f32(0.0)
-                        continue
-                    for j in range(lo):
-                        dst[j] = f32(0.0)
-                    if hi > lo:
-                        # slices, not offset indices: see _depthwise
-                        src = x[c, r, lo * sw + off : (hi - 1) * sw + off + 1 : sw]
-                        d = dst[lo:hi]
-                        for j in range(hi - lo):
-                            d[j] = src[j]
-                    for j in range(hi, ow):
-                        dst[j] = f32(0.0)
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
@@ -430,6 +395,8 @@ def _im2col_gemm(
         return
     rows_per_tile = _tiles(ck, ow, oh, mg)
     tiles = -(-oh // rows_per_tile)
+    if tiles > 1 and _im2col_native(xi, c0, c1, wm, y, geo, ep, rows_per_tile, tiles):
+        return
 
     def run(t0: int, t1: int) -> None:
         cols = np.empty((ck, rows_per_tile * ow), dtype=np.float32)
@@ -444,3 +411,40 @@ def _im2col_gemm(
             ep.apply(y, i0 * ow, i1 * ow)
 
     parallel_for(run, tiles)
+
+
+def _im2col_native(
+    xi: np.ndarray,
+    c0: int,
+    c1: int,
+    wm: np.ndarray,
+    y: np.ndarray,
+    geo: Geo,
+    ep: Epi,
+    rows: int,
+    tiles: int,
+) -> bool:
+    """_im2col_gemm's row tiles as a native job (im2col_job.im2col_span): the workers
+    run them without the GIL. False when single-threaded, the pool is busy, there is
+    no sgemm, or an operand isn't a C-contiguous float32 array."""
+    fn = blas.SGEMM
+    ok = fn and num_threads() > 1 and xi.flags.c_contiguous and wm.flags.c_contiguous
+    ok = ok and y.flags.c_contiguous and (ep.z is None or ep.z.flags.c_contiguous)
+    pool = native_pool() if ok else None
+    if pool is None:
+        return False
+    try:
+        bias = None if ep.bias is None else np.ascontiguousarray(ep.bias, dtype=np.float32)
+        pool.ctrl[ARGS : ARGS + IM_ARGS] = (
+            fn, xi.ctypes.data, *xi.shape, c0, c1, geo.kh, geo.kw, geo.sh, geo.sw,
+            geo.ph, geo.pw, geo.dh, geo.dw, y.shape[1] // geo.ow, geo.ow, wm.ctypes.data,
+            y.shape[0], y.ctypes.data, 0 if bias is None else bias.ctypes.data,
+            0 if ep.z is None else ep.z.ctypes.data, ep.act, rows,
+        )  # fmt: skip
+        pool.fctrl[0], pool.fctrl[1] = ep.alpha, ep.beta
+        parts = min(tiles, MAX_SPANS)
+        bounds = np.array([tiles * k // parts for k in range(parts + 1)], dtype=np.int64)
+        pool.run_native(KIND_IM2COL, bounds)
+    finally:
+        pool.busy.release()
+    return True

@@ -14,11 +14,15 @@ from collections.abc import Sequence
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels.activations import act_row
-from onnxexec.kernels.parallel import parallel_for
-
-_NO_BIAS = np.zeros(1, dtype=np.float32)
-_NO_Z = np.zeros((1, 1), dtype=np.float32)
+from onnxexec.kernels.depthwise_planes import _NO_BIAS, _NO_Z, DGEO, DW_ARGS, _dw_fused
+from onnxexec.kernels.parallel import (
+    ARGS,
+    KIND_DW,
+    MAX_SPANS,
+    SPANS_PER_THREAD,
+    native_pool,
+    num_threads,
+)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -98,125 +102,6 @@ def depthwise_conv2d_reference(
 
 
 _DW_SPAN_MACS = 32768  # multiply-adds a span needs to be worth waking a worker for
-_BLOCK = 1024  # virtual output elements per block: the accumulator stays in L1
-U = np.uint64
-
-
-@nb.njit(nogil=True, cache=True, error_model="numpy")
-def _dw_fused(x, w, bias, has_bias, z, has_z, geo, out, m0, m1, code, al, be):
-    """Planes m0..m1 of out[m] = act(sum_{a,b} w[m, a, b] * xpad[m // mult] + bias[m] + z[m]).
-
-    x (C, H*W), w (M, KH*KW), out / z (M, OH*OW), all float32; geo = (H, W, OH, OW, KH,
-    KW, sh, sw, ph, pw, dh, dw). Each input plane is copied once into a zero-bordered scratch
-    split by stride phase, plane (u, v) holding xpad[R * sh + u, T * sw + v] at R * wq + T;
-    the output is computed at the phase width wq ("virtual" columns j >= OW are junk,
-    dropped on the way out), so tap (a, b) reads one contiguous run: virtual output
-    p = i * wq + j takes plane ((a*dh) % sh, (b*dw) % sw) at p + ((a*dh) // sh) * wq +
-    (b*dw) // sw. The borders are zeroed once per call and never written, so each plane
-    only copies its interior.
-
-    Inner loops index with uint64 (U): a signed index makes numba test for negative
-    wrap-around on every access, which keeps LLVM from vectorizing (3-6x slower copies).
-    Every operand of an index expression must be U: mixing U and int64 gives float64.
-    """
-    height, width, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = geo
-    mult = out.shape[0] // x.shape[0]
-    hq = max(height + ph, (oh - 1) * sh + (kh - 1) * dh + 1) // sh + 1
-    wq = max(width + pw, (ow - 1) * sw + (kw - 1) * dw + 1) // sw + 1
-    plane = hq * wq
-    xq = np.zeros(sh * sw * plane, dtype=np.float32)
-    rows_per_block = max(1, min(oh, _BLOCK // wq))
-    acc = np.empty(rows_per_block * wq, dtype=np.float32)
-    tmp = np.empty(rows_per_block * wq, dtype=np.float32)
-    scratch = np.empty(rows_per_block * wq, dtype=np.int32)
-    a32, b32 = np.float32(al), np.float32(be)
-    fast3 = kh == 3 and kw == 3
-    tap = np.empty(kh * kw, dtype=np.uint64)  # tap (a, b): start of its run in xq
-    for a in range(kh):
-        for b in range(kw):
-            u, v = (a * dh) % sh, (b * dw) % sw
-            tap[a * kw + b] = (u * sw + v) * plane + ((a * dh) // sh) * wq + (b * dw) // sw
-    # where padded row r + ph starts (its row phase plane and row in it); integer
-    # division per row would cost more than copying a short row
-    row0 = np.empty(height, dtype=np.uint64)
-    for r in range(height):
-        row0[r] = ((r + ph) % sh) * sw * plane + ((r + ph) // sh) * wq
-    # input column x lands at padded column x + pw = T * sw + v: for the column parity
-    # e = x % 2 (stride 2), the phase plane and T of x = 2k + e are (pe[e], k + te[e])
-    pe0, pe1 = U((pw % 2) * plane), U(((pw + 1) % 2) * plane)
-    te0, te1 = U(pw // 2), U((pw + 1) // 2)
-    half, odd = width // 2, width % 2
-    last_c = -1
-    for m in range(m0, m1):
-        c = m // mult
-        if c != last_c:
-            xs = x[c]
-            for r in range(height):
-                s0 = U(r * width)
-                if sw == 1:
-                    d0 = row0[r] + U(pw)
-                    for t in range(width):
-                        xq[d0 + U(t)] = xs[s0 + U(t)]
-                elif sw == 2:  # constant stride: LLVM deinterleaves with shuffles
-                    d0, d1 = row0[r] + pe0 + te0, row0[r] + pe1 + te1
-                    for k in range(half):
-                        xq[d0 + U(k)] = xs[s0 + U(2) * U(k)]
-                        xq[d1 + U(k)] = xs[s0 + U(2) * U(k) + U(1)]
-                    if odd:
-                        xq[d0 + U(half)] = xs[s0 + U(width - 1)]
-                else:
-                    for col in range(width):
-                        pc = col + pw
-                        xq[row0[r] + U((pc % sw) * plane + pc // sw)] = xs[s0 + U(col)]
-            last_c = c
-        b0 = bias[m] if has_bias else np.float32(0.0)
-        om = out[m]
-        for i0 in range(0, oh, rows_per_block):
-            i1 = min(oh, i0 + rows_per_block)
-            p0 = U(i0 * wq)
-            n = (i1 - i0 - 1) * wq + ow
-            e = acc[:n]
-            if fast3:
-                o0, o1, o2 = p0 + tap[0], p0 + tap[1], p0 + tap[2]
-                o3, o4, o5 = p0 + tap[3], p0 + tap[4], p0 + tap[5]
-                o6, o7, o8 = p0 + tap[6], p0 + tap[7], p0 + tap[8]
-                w0, w1, w2 = w[m, 0], w[m, 1], w[m, 2]
-                w3, w4, w5 = w[m, 3], w[m, 4], w[m, 5]
-                w6, w7, w8 = w[m, 6], w[m, 7], w[m, 8]
-                # two passes: LLVM vectorizes a loop only when its runtime alias checks
-                # (one per written/read pointer pair) stay under 8
-                for p in range(n):
-                    q = U(p)
-                    e[q] = (b0 + (w0 * xq[o0 + q] + w1 * xq[o1 + q] + w2 * xq[o2 + q])) + (
-                        w3 * xq[o3 + q] + w4 * xq[o4 + q] + w5 * xq[o5 + q]
-                    )
-                for p in range(n):
-                    q = U(p)
-                    e[q] += w6 * xq[o6 + q] + w7 * xq[o7 + q] + w8 * xq[o8 + q]
-            else:
-                for p in range(n):
-                    e[p] = b0
-                for t in range(kh * kw):
-                    wv = w[m, t]
-                    o = p0 + tap[t]
-                    for p in range(n):
-                        q = U(p)
-                        e[q] += wv * xq[o + q]
-            if has_z:
-                zm = z[m]
-                for i in range(i0, i1):
-                    orow = om[i * ow : (i + 1) * ow]
-                    er = acc[(i - i0) * wq : (i - i0) * wq + ow]
-                    zr = zm[i * ow : (i + 1) * ow]
-                    for j in range(ow):
-                        orow[j] = er[j] + zr[j]
-                    act_row(orow, code, a32, b32, tmp, scratch)
-                continue
-            act_row(e, code, a32, b32, tmp, scratch)
-            for i in range(i0, i1):
-                q0, e0 = U(i * ow), U((i - i0) * wq)
-                for j in range(ow):
-                    om[q0 + U(j)] = acc[e0 + U(j)]
 
 
 def depthwise2d_fused(
@@ -236,22 +121,42 @@ def depthwise2d_fused(
     w (M, 1, KH, KW) with M = C * mult; pads_begin (top, left), the bottom / right padding
     being whatever out's size implies. Planes are split across the kernel thread pool."""
     n, m, oh, ow = out.shape
-    wk = w.reshape(m, w.shape[2] * w.shape[3])
-    if wk.dtype != np.float32 or not wk.flags.c_contiguous:
-        wk = np.ascontiguousarray(wk, dtype=np.float32)
-    b = _NO_BIAS if bias is None else bias
+    wk = _f32(w.reshape(m, w.shape[2] * w.shape[3]))
+    b = None if bias is None else _f32(bias.reshape(-1))
+    zc = None if z is None else _f32(z)
     c, height, width = x.shape[1:]
     geo = (height, width, oh, ow, *w.shape[2:], *strides[:2], *pads_begin[:2], *dilations[:2])
     geo = tuple(int(v) for v in geo)
     per_plane = oh * ow * wk.shape[1]
-    min_chunk = max(1, _DW_SPAN_MACS // max(per_plane, 1))
-    has_b, has_z = bias is not None, z is not None
+    parts = min(num_threads() * SPANS_PER_THREAD, m // max(1, _DW_SPAN_MACS // max(per_plane, 1)))
+    parts = min(parts, MAX_SPANS)
     for i in range(n):
         xi, oi = x[i].reshape(c, height * width), out[i].reshape(m, oh * ow)
-        zi = _NO_Z if z is None else z[i].reshape(m, oh * ow)
-
-        def planes(m0: int, m1: int, xi=xi, oi=oi, zi=zi) -> None:
-            _dw_fused(xi, wk, b, has_b, zi, has_z, geo, oi, m0, m1, act, alpha, beta)
-
-        parallel_for(planes, m, min_chunk=min_chunk)
+        zi = None if zc is None else zc[i].reshape(m, oh * ow)
+        pool = native_pool() if parts > 1 else None
+        if pool is None:
+            _dw_fused(
+                xi, wk, _NO_BIAS if b is None else b, b is not None,
+                _NO_Z if zi is None else zi, zi is not None, geo, oi, 0, m, act, alpha, beta,
+            )  # fmt: skip
+            continue
+        try:
+            slots = pool.ctrl[ARGS : ARGS + DW_ARGS]
+            slots[:DGEO] = (
+                xi.ctypes.data, wk.ctypes.data, oi.ctypes.data,
+                0 if b is None else b.ctypes.data, 0 if zi is None else zi.ctypes.data,
+                c, m, act,
+            )  # fmt: skip
+            slots[DGEO:] = geo
+            pool.fctrl[0], pool.fctrl[1] = alpha, beta
+            bounds = np.array([m * k // parts for k in range(parts + 1)], dtype=np.int64)
+            pool.run_native(KIND_DW, bounds)
+        finally:
+            pool.busy.release()
     return out
+
+
+def _f32(a: np.ndarray) -> np.ndarray:
+    if a.dtype == np.float32 and a.flags.c_contiguous:
+        return a
+    return np.ascontiguousarray(a, dtype=np.float32)

@@ -17,7 +17,8 @@ Two kinds of job share the pool:
   shared int64 array.
 
 Hand-offs spin before they sleep: a worker that finished a job watches the job
-counter for ~0.2 ms (GIL released) before it blocks on a condition variable, and a
+counter for ~0.2 ms (GIL released) before it sleeps on the futex of that counter
+(in compiled code: waking it takes no GIL; a condition variable without futexes), and a
 native job's caller watches the done counter. A futex wake-up of an idle virtual CPU
 cost 50-100+ us here, as much as half a 768 x 768 product, and a model runs hundreds
 of jobs back to back. A Python job still pays one GIL hand-off per worker (CPython's
@@ -44,7 +45,7 @@ from itertools import count
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels import blas, sgemm_packed
+from onnxexec.kernels import blas, depthwise_planes, im2col_job, sgemm_packed
 from onnxexec.kernels.blas import (
     atomic_add,
     atomic_cas,
@@ -57,14 +58,14 @@ from onnxexec.kernels.blas import (
 
 _lock = threading.Lock()
 _threads = 1
-_SPANS_PER_THREAD = 2  # finer spans balance uneven progress between threads
+SPANS_PER_THREAD = 2  # finer spans balance uneven progress between threads
 _SPIN_SECONDS = 2e-4  # how long a hand-off spins before it sleeps (see _Pool._adapt)
 
 # ctrl slots (hot words a cache line apart)
-CLAIM, DONE = 0, 8
-KIND, NSPANS, WAITING, SYSC, TICKS, ARGS, BOUNDS = 32, 33, 34, 35, 36, 40, 64
+CLAIM, DONE, SLEEPERS = 0, 8, 16
+KIND, NSPANS, WAITING, SYSC, TICKS, IDLE_TS, ARGS, BOUNDS = 32, 33, 34, 35, 36, 37, 40, 64
 MAX_SPANS = 32
-KIND_PY, KIND_GEMM, KIND_PACKED = 0, 1, 2
+KIND_PY, KIND_GEMM, KIND_PACKED, KIND_DW, KIND_IM2COL = 0, 1, 2, 3, 4
 # CLAIM word: job number << 36 | kind << 32 | spans << 16 | next span
 _SPAN_BITS, _KIND_SHIFT, _JOB_SHIFT = 0xFFFF, 32, 36
 
@@ -99,21 +100,43 @@ def _run(ctrl, fctrl, i):
         blas.gemm_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
     elif ctrl[KIND] == KIND_PACKED:
         sgemm_packed.packed_job(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
+    elif ctrl[KIND] == KIND_DW:
+        depthwise_planes.dw_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
+    elif ctrl[KIND] == KIND_IM2COL:
+        im2col_job.im2col_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
     atomic_add(ctrl, DONE, 1)
     if atomic_load(ctrl, WAITING):
         futex_wake(ctrl[SYSC], ctrl, DONE)
 
 
 @nb.njit(nogil=True, cache=True)
+def _sleep(ctrl):
+    """Sleep on the CLAIM word's futex (GIL released) until a job is posted, at most
+    ctrl[IDLE_TS] (a timespec). The sleeper counts itself before re-reading CLAIM
+    and _publish stores CLAIM before reading the count (both seq_cst), so either
+    this thread sees the new job or _publish sees it and wakes it."""
+    c = atomic_load(ctrl, CLAIM)
+    atomic_add(ctrl, SLEEPERS, 1)
+    if atomic_load(ctrl, CLAIM) == c and (c & _SPAN_BITS) >= (c >> 16) & _SPAN_BITS:
+        futex_wait(ctrl[SYSC], ctrl, CLAIM, c, ctrl[IDLE_TS : IDLE_TS + 2])
+    atomic_add(ctrl, SLEEPERS, -1)
+
+
+@nb.njit(nogil=True, cache=True)
 def _worker(ctrl, fctrl):
     """A worker's wait-and-run loop: runs native spans until it takes a Python job's
-    token (returns True) or nothing came for ctrl[TICKS] (returns False)."""
+    token (returns True). Idle for ctrl[TICKS], it sleeps on a futex without leaving
+    compiled code, so waking it for a native job needs no GIL; without futexes it
+    returns False instead (the caller sleeps on a condition variable)."""
     start = cycles()
     while True:
         kind, i = _claim(ctrl)
         if kind < 0:
             if cycles() - start > ctrl[TICKS]:
-                return False
+                if ctrl[SYSC] == 0:
+                    return False
+                _sleep(ctrl)
+                start = cycles()
             continue
         if kind == KIND_PY:
             return True
@@ -133,6 +156,8 @@ def _publish(ctrl, job, kind, bounds):
     atomic_store(ctrl, DONE, 0)
     tag = (job & 0x7FFFFFF) << _JOB_SHIFT  # 27 bits: a changed word, never a sign flip
     atomic_store(ctrl, CLAIM, tag | (kind << _KIND_SHIFT) | (n << 16))
+    if ctrl[SYSC] != 0 and atomic_load(ctrl, SLEEPERS) > 0:
+        futex_wake(ctrl[SYSC], ctrl, CLAIM)
 
 
 @nb.njit(nogil=True, cache=True)
@@ -222,6 +247,7 @@ class _Pool:
         self.ctrl = np.zeros(BOUNDS + MAX_SPANS + 1, dtype=np.int64)
         self.ctrl[SYSC] = blas.SYSCALL
         self.ctrl[TICKS] = self.spin_ticks
+        self.ctrl[IDLE_TS : IDLE_TS + 2] = (0, 100_000_000)  # an idle worker rechecks every 0.1 s
         self.fctrl = np.zeros(4, dtype=np.float64)
         self.job: _Job | None = None
         self.jobs = 0  # jobs posted (the caller holds `busy` while posting)
@@ -367,7 +393,7 @@ def parallel_for(
     if n_items <= 0:
         return
     pool = _pool
-    parts = _threads * _SPANS_PER_THREAD if spans is None else spans
+    parts = _threads * SPANS_PER_THREAD if spans is None else spans
     parts = min(parts, n_items // max(1, min_chunk))
     if parts <= 1 or pool is None or not pool.busy.acquire(blocking=False):
         fn(0, n_items)

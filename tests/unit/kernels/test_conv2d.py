@@ -63,6 +63,8 @@ def _reference(x, w, b, s, p, d, group):
         ((1, 2, 19, 18), 1, (5, 5), (2, 2), (2, 2, 2, 2), (1, 1)),  # 5x5 stride 2
         ((1, 3, 16, 14), 1, (3, 2), (3, 3), (1, 2, 0, 1), (2, 1)),  # stride 3, dilation
         ((1, 2, 40, 70), 1, (3, 3), (1, 1), (1, 1, 1, 1), (2, 2)),  # more rows than a block
+        ((1, 6, 64, 61), 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # native job, 4 spans
+        ((2, 5, 70, 66), 2, (3, 3), (2, 2), (1, 0, 1, 1), (1, 1)),  # native, stride 2, mult 2
     ],
 )
 @pytest.mark.parametrize("act", ["", "Clip", "Relu"])
@@ -98,6 +100,8 @@ def test_depthwise_fused_against_reference(threads, shape, mult, k, s, p, d, act
         ((1, 96, 7, 7), (512, 96, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # pointwise, channel split
         ((1, 16, 56, 56), (96, 16, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # pointwise, column split
         ((1, 64, 14, 14), (256, 64, 1, 1), (2, 2), (0, 0, 0, 0), 1),  # strided 1x1
+        ((1, 3, 64, 61), (16, 3, 3, 3), (2, 2), (1, 1, 1, 0), 1),  # gather row tiles (native)
+        ((1, 6, 96, 100), (16, 3, 3, 3), (2, 2), (0, 1, 2, 1), 2),  # row tiles, grouped, odd pads
     ],
 )
 def test_conv2d_paths_against_reference(threads, shape, wshape, s, p, group) -> None:

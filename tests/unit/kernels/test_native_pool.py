@@ -97,6 +97,40 @@ def test_concurrent_callers_share_the_pool() -> None:
         parallel.set_num_threads(old)
 
 
+@pytest.mark.skipif(not blas.SYSCALL, reason="no futex syscall on this platform")
+def test_idle_workers_sleep_on_the_futex_and_wake_for_jobs() -> None:
+    """Idle workers sleep in compiled code (the SLEEPERS count); a posted native or
+    Python job wakes them and still gets every item done; closing the pool wakes
+    and ends them."""
+    old = parallel.num_threads()
+    parallel.set_num_threads(3)
+    try:
+        pool = parallel._pool
+        x, w = _rand(96, 256), _rand(256, 640, seed=1)
+        want = _want(x, w, None, 0)
+        for _ in range(3):
+            np.testing.assert_allclose(gemm.linear(x, w), want, rtol=1e-4, atol=1e-4)
+            for _ in range(200):  # spinning stops after ~0.2 ms
+                if pool.ctrl[parallel.SLEEPERS] == len(pool.workers):
+                    break
+                threading.Event().wait(0.005)
+            assert pool.ctrl[parallel.SLEEPERS] == len(pool.workers)
+            seen = np.zeros(40, dtype=np.int64)
+
+            def mark(a: int, b: int, seen=seen) -> None:
+                seen[a:b] += 1
+
+            parallel.parallel_for(mark, 40)
+            assert np.all(seen == 1)
+        workers = pool.workers
+        parallel.set_num_threads(1)
+        for t in workers:
+            t.join(timeout=5)
+            assert not t.is_alive()
+    finally:
+        parallel.set_num_threads(old)
+
+
 @pytest.mark.skipif(not blas.SGEMM, reason="numpy without a 64-bit-int OpenBLAS")
 def test_blas_sgemm_found() -> None:
     assert blas.SGEMM > 0
