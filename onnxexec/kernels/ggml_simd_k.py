@@ -359,45 +359,51 @@ def k_rows(raw, rb, kind, xk8, xkd, xkbs, rows4, out, col0, n0, n1, cols):
         r += ROWS if full else 1
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def row_groups(raws, row_bytes):
+    """(nw + 1,) cumulative counts of ROWS-row groups of the weights: the one range
+    that _dot_many cuts into chunks."""
+    nw = len(raws)
+    gs = np.zeros(nw + 1, np.int64)
+    for i in range(nw):
+        gs[i + 1] = gs[i] + -(-(raws[i].shape[0] // row_bytes[i]) // ROWS)
+    return gs
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def dot_chunk(
+    raws, row_bytes, kinds, col0s, x8, xst, xk8, xkd, xkbs, rows4, out, gs, n_chunks, c, cols
+):
+    """Chunk c of n_chunks of _dot_many (gs from row_groups): the rows of groups
+    [c*total/n_chunks, (c+1)*total/n_chunks) of every weight they fall in."""
+    total = gs[len(raws)]
+    g0 = c * total // n_chunks
+    g1 = (c + 1) * total // n_chunks
+    for i in range(len(raws)):
+        a = max(g0, gs[i])
+        b = min(g1, gs[i + 1])
+        if a < b:
+            n = raws[i].shape[0] // row_bytes[i]
+            n0 = (a - gs[i]) * ROWS
+            n1 = min(n, (b - gs[i]) * ROWS)
+            if kinds[i] >= Q4_K_KIND:
+                k_rows(raws[i], row_bytes[i], kinds[i], xk8, xkd, xkbs, rows4, out, col0s[i],
+                       n0, n1, cols)  # fmt: skip
+            else:
+                rows(raws[i], row_bytes[i], kinds[i], x8, xst, out, col0s[i], n0, n1, cols)
+
+
 def _dot_many(
     raws, row_bytes, kinds, col0s, x8, xst, xk8, xkd, xkbs, rows4, out, n_chunks, cols=COLS
 ):
     """ggml_simd._dot_many over weights of any kind here or in ggml_simd: block kinds
     read x8 / xst (quantize_act8), K kinds xk8 / xkd / xkbs (Q8_K, int8 values; rows
     below rows4 take the repacked Q4_K's gemm order). All rows K = x8.shape[1] long."""
-    nw = len(raws)
-    gs = np.zeros(nw + 1, np.int64)
-    for i in range(nw):
-        gs[i + 1] = gs[i] + -(-(raws[i].shape[0] // row_bytes[i]) // ROWS)
-    total = gs[nw]
-    n_chunks = max(1, min(total, n_chunks))
+    gs = row_groups(raws, row_bytes)
+    n_chunks = max(1, min(gs[len(raws)], n_chunks))
     for c in nb.prange(n_chunks):
-        g0 = c * total // n_chunks
-        g1 = (c + 1) * total // n_chunks
-        for i in range(nw):
-            a = max(g0, gs[i])
-            b = min(g1, gs[i + 1])
-            if a < b:
-                n = raws[i].shape[0] // row_bytes[i]
-                n0 = (a - gs[i]) * ROWS
-                n1 = min(n, (b - gs[i]) * ROWS)
-                if kinds[i] >= Q4_K_KIND:
-                    k_rows(
-                        raws[i],
-                        row_bytes[i],
-                        kinds[i],
-                        xk8,
-                        xkd,
-                        xkbs,
-                        rows4,
-                        out,
-                        col0s[i],
-                        n0,
-                        n1,
-                        cols,
-                    )
-                else:
-                    rows(raws[i], row_bytes[i], kinds[i], x8, xst, out, col0s[i], n0, n1, cols)
+        dot_chunk(raws, row_bytes, kinds, col0s, x8, xst, xk8, xkd, xkbs, rows4, out, gs,
+                  n_chunks, c, cols)  # fmt: skip
 
 
 DOT_MANY = twins(_dot_many)

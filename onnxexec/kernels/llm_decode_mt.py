@@ -30,8 +30,8 @@ import numpy as np
 
 from onnxexec.kernels.attend_one import _attend_heads, _scratch
 from onnxexec.kernels.blas import atomic_add, atomic_cas, atomic_load, atomic_store
-from onnxexec.kernels.ggml_simd import COLS, ROWS, rows
-from onnxexec.kernels.ggml_simd_k import Q4_K_KIND, k_rows
+from onnxexec.kernels.ggml_simd import COLS
+from onnxexec.kernels.ggml_simd_k import dot_chunk, row_groups
 from onnxexec.kernels.llm_decode import (
     BLOCK,
     COL0S,
@@ -110,36 +110,16 @@ def _wait(ctl, s, n, job):
 
 @nb.njit(cache=True, nogil=True, inline="always")
 def _groups(g):
-    """(cumulative ROWS-row group counts of the group's weights, chunk count) as
-    ggml_simd_k._dot_many cuts them."""
-    raws, rbs = g[RAWS], g[ROW_BYTES]
-    nw = len(raws)
-    gs = np.zeros(nw + 1, np.int64)
-    for i in range(nw):
-        gs[i + 1] = gs[i] + -(-(raws[i].shape[0] // rbs[i]) // ROWS)
-    return gs, max(1, min(gs[nw], g[N_CHUNKS]))
+    """(row groups of g's weights, chunk count) as ggml_simd_k._dot_many cuts them."""
+    gs = row_groups(g[RAWS], g[ROW_BYTES])
+    return gs, max(1, min(gs[len(g[RAWS])], g[N_CHUNKS]))
 
 
 @nb.njit(cache=True, nogil=True)
 def _dot_chunk(g, gs, n_chunks, c, out):
     """Chunk c of ggml_simd_k._dot_many(g's weights and activations, out)."""
-    raws, rbs, kinds, col0s = g[RAWS], g[ROW_BYTES], g[KINDS], g[COL0S]
-    nw = len(raws)
-    total = gs[nw]
-    g0 = c * total // n_chunks
-    g1 = (c + 1) * total // n_chunks
-    for i in range(nw):
-        a = max(g0, gs[i])
-        b = min(g1, gs[i + 1])
-        if a < b:
-            n = raws[i].shape[0] // rbs[i]
-            n0 = (a - gs[i]) * ROWS
-            n1 = min(n, (b - gs[i]) * ROWS)
-            if kinds[i] >= Q4_K_KIND:
-                k_rows(raws[i], rbs[i], kinds[i], g[XK8], g[XKD], g[XKBS], g[ROWS4], out,
-                       col0s[i], n0, n1, COLS)  # fmt: skip
-            else:
-                rows(raws[i], rbs[i], kinds[i], g[X8], g[XST], out, col0s[i], n0, n1, COLS)
+    dot_chunk(g[RAWS], g[ROW_BYTES], g[KINDS], g[COL0S], g[X8], g[XST], g[XK8], g[XKD],
+              g[XKBS], g[ROWS4], out, gs, n_chunks, c, COLS)  # fmt: skip
 
 
 @nb.njit(cache=True, nogil=True, inline="always")

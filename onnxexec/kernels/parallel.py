@@ -55,6 +55,7 @@ from onnxexec.kernels.blas import (
     futex_wait,
     futex_wake,
 )
+from onnxexec.kernels.schedstat import CoreWaits
 
 _lock = threading.Lock()
 _threads = 1
@@ -243,7 +244,7 @@ class _Pool:
         self.min_ticks = max(1, self.spin_ticks // 40)  # ~5 us
         self.calibration: tuple[float, int] | None = None
         self.next_check = 0.0
-        self.last_stat: tuple[int, int, int] | None = None
+        self.core_waits = CoreWaits()
         self.ctrl = np.zeros(BOUNDS + MAX_SPANS + 1, dtype=np.int64)
         self.ctrl[SYSC] = blas.SYSCALL
         self.ctrl[TICKS] = self.spin_ticks
@@ -307,15 +308,9 @@ class _Pool:
                 self.spin_ticks = max(1, int(rate * _SPIN_SECONDS))
                 self.min_ticks = max(1, self.spin_ticks // 40)
             self.calibration = (0.0, 0)
-        try:
-            with open("/proc/thread-self/schedstat") as f:
-                run, wait = (int(v) for v in f.read().split()[:2])
-        except (OSError, ValueError):
-            return
-        last, self.last_stat = self.last_stat, (threading.get_ident(), run, wait)
-        if last is not None and last[0] == threading.get_ident():
-            dr, dw = run - last[1], wait - last[2]
-            self.ctrl[TICKS] = self.min_ticks if dw * 20 > dr + dw else self.spin_ticks
+        contended = self.core_waits.contended()
+        if contended is not None:
+            self.ctrl[TICKS] = self.min_ticks if contended else self.spin_ticks
 
     def post_python(self, job: _Job) -> None:
         self._adapt()

@@ -30,7 +30,6 @@ from onnxexec.ops.contention import free_cores
 _NO_X8 = np.zeros((1, 32), np.int8)
 _NO_XST = np.zeros((1, 3, 1), np.float32)
 _NO_XK = (np.zeros((1, 256), np.int8), np.zeros((1, 1), np.float32), np.zeros((1, 16), np.int32))
-STAGED = True  # False: llm_decode's drivers (a parallel region per product) on 2+ threads
 # weight -> {key: the cached state of an op on it (and the other weights' ids), or False}
 _STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -186,9 +185,9 @@ def attn_decode(
         return None
     cfg, gqkv, go, qr, a = st
     nt = _threads(gqkv)
-    if nt > 1 and STAGED:
+    if nt > 1:
         return _staged(attn_region, _f32(x), norm_w, k_cache, v_cache, p, cfg, qr, a, nt, gqkv, go)
-    if nt == 1 and gqkv[PARALLEL]:  # attention on this thread too (par_min)
+    if gqkv[PARALLEL]:  # one thread: attention on this thread too (par_min)
         gqkv, go, cfg = _serial(gqkv), _serial(go), (*cfg[:-1], 1 << 62)
     return attn_one(_f32(x), norm_w, k_cache, v_cache, p, cfg, gqkv, go, qr, a)
 
@@ -206,9 +205,9 @@ def ffn_decode(
         return None
     eps, ggu, gd, f = st
     nt = _threads(ggu)
-    if nt > 1 and STAGED:
+    if nt > 1:
         return _staged(ffn_region, _f32(x), norm_w, eps, f, nt, ggu, gd)
-    if nt == 1 and ggu[PARALLEL]:
+    if ggu[PARALLEL]:
         ggu, gd = _serial(ggu), _serial(gd)
     return ffn_one(_f32(x), norm_w, eps, ggu, gd, f)
 
