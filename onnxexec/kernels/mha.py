@@ -18,6 +18,7 @@ import numpy as np
 
 from onnxexec.kernels import blas
 from onnxexec.kernels.parallel import parallel_for
+from onnxexec.kernels.reduce import LANES, row_max, row_sum
 from onnxexec.kernels.vmath import exp_row
 
 f32 = np.float32
@@ -27,9 +28,14 @@ _NO_MASK4 = np.zeros((1, 1, 1, 1), dtype=np.float32)
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
 def softmax_rows(x, mask, has_mask, scale, nan_to_zero, scratch):
-    """In place: x[t] = softmax(x[t] * scale + mask[t]) for every row of x (T, S)."""
+    """In place: x[t] = softmax(x[t] * scale + mask[t]) for every row of x (T, S).
+
+    The max and the sum are kernels/reduce.py's vectorized reductions. The
+    max ignores NaN; a NaN score (or +inf, whose shifted value is inf - inf) makes
+    the sum NaN, and such a row is filled like a fully masked one."""
     t_rows, s = x.shape
     sc = f32(scale)
+    acc32 = np.empty(LANES, dtype=np.float32)
     for t in range(t_rows):
         row = x[t]
         if has_mask:
@@ -39,20 +45,13 @@ def softmax_rows(x, mask, has_mask, scale, nan_to_zero, scratch):
         elif sc != f32(1.0):
             for j in range(s):
                 row[j] = row[j] * sc
-        mx = row[0]
-        bad = False
-        for j in range(s):
-            v = row[j]
-            mx = max(mx, v)
-            bad |= v != v
+        mx = row_max(row, acc32)
         total = np.nan
-        if mx != -np.inf and not bad:
+        if mx != -np.inf:
             for j in range(s):
                 row[j] = row[j] - mx
             exp_row(row, row, scratch)
-            total = 0.0
-            for j in range(s):
-                total += row[j]
+            total = row_sum(row)
         if np.isnan(total):  # fully masked (or NaN) row: Softmax gives NaN everywhere
             fill = f32(0.0) if nan_to_zero else f32(np.nan)
             for j in range(s):
