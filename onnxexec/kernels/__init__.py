@@ -1,15 +1,22 @@
 """numba kernels; one module per kernel family.
 
-Importing this package arranges that numba learns BLAS exists without importing
-scipy.linalg. numba's CPU target imports `numba.np.arraymath` on its first compile or
-cached-kernel load, and that module's top level runs `_check_blas()`, which imports
-`scipy.linalg.cython_blas` only to learn whether it could: about 0.1-0.5 s and 16-29 MB
-(measured here) in every process, before any kernel runs. The answer (`_HAVE_BLAS`)
-only picks np.convolve/np.correlate's inner product; np.dot and np.linalg still call
-numba's real `ensure_blas` when they are compiled, and numba's runtime imports the
-BLAS pointers it needs when such code runs. So the check is answered from whether scipy
-is installed at all (`find_spec` imports nothing) and scipy.linalg loads only for code
-that uses it.
+Importing this package adjusts four numba internals, each guarded (skipped when this
+numba lacks what it patches) and tested in a subprocess
+(tests/unit/kernels/test_numba_setup.py):
+- numba's runtime functions load from cached object code (`_nrt_from_object_cache`);
+- a cached kernel loads without the compiler's registries (`_load_without_refresh`);
+- its linking IR stays bitcode until a compile needs it (`_parse_linking_ir_on_demand`);
+- numba learns BLAS exists without importing scipy.linalg (below).
+
+The BLAS check: numba's CPU target imports `numba.np.arraymath` on its first compile
+(and, without the first patch, on its first cached-kernel load), and that module's top
+level runs `_check_blas()`, which imports `scipy.linalg.cython_blas` only to learn
+whether it could: about 0.1-0.5 s and 16-29 MB (measured here) in every process, before
+any kernel runs. The answer (`_HAVE_BLAS`) only picks np.convolve/np.correlate's inner
+product; np.dot and np.linalg still call numba's real `ensure_blas` when they are
+compiled, and numba's runtime imports the BLAS pointers it needs when such code runs. So
+the check is answered from whether scipy is installed at all (`find_spec` imports
+nothing) and scipy.linalg loads only for code that uses it.
 """
 
 from __future__ import annotations
@@ -123,3 +130,122 @@ if "numba.core.codegen" in sys.modules:
     _parse_linking_ir_on_demand(sys.modules["numba.core.codegen"])
 else:
     _around("numba.core.codegen", _codegen_with_lazy_ir)
+
+
+def _load_without_refresh(caching: ModuleType) -> None:
+    """Load a cached kernel without first refreshing the compiler's registries.
+
+    numba's `Cache.load_overload` calls `target_context.refresh()` before it reads the
+    cache: that imports and registers every typing and lowering module numba has
+    (~60 modules: numba.typed, numba.np.random, polynomial, jitclass, ...), 0.1 s and
+    12 MB of a MobileNetV2 process (measured: first cached dispatch 0.12 -> 0.023 s,
+    peak RSS 191 -> 180 MB), although rebuilding a cached kernel needs none of it:
+    unpickling its signature, loading its object code and registering its entry point
+    use the base context. What it does need is the runtime (NRT: the allocator behind
+    np.empty inside kernels), so that is initialized here. A real compile still
+    refreshes everything first (numba's CompilerBase does so on construction).
+    """
+    cache_cls = getattr(caching, "Cache", None)
+    if cache_cls is None or not hasattr(cache_cls, "_load_overload"):
+        return
+    if getattr(cache_cls, "_onnxexec_no_refresh", False):
+        return
+    if not hasattr(cache_cls, "_guard_against_spurious_io_errors"):
+        return
+    from numba.core.runtime import rtsys
+
+    def load_overload(self, sig, target_context):  # type: ignore[no-untyped-def]
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    cache_cls.load_overload = load_overload
+    cache_cls._onnxexec_no_refresh = True
+
+
+def _caching_without_refresh(run: Callable[[ModuleType], None], module: ModuleType) -> None:
+    run(module)
+    _load_without_refresh(module)
+
+
+if "numba.core.caching" in sys.modules:
+    _load_without_refresh(sys.modules["numba.core.caching"])
+else:
+    _around("numba.core.caching", _caching_without_refresh)
+
+
+def _nrt_from_object_cache(nrtdynmod: ModuleType) -> None:
+    """Load numba's runtime functions (NRT) from object code cached on disk.
+
+        Every process that runs a kernel first compiles the NRT module (atomic refcount
+        helpers numba's allocations call) with LLVM's full optimization pipeline: that
+        first compile of the process sets up the pass managers and costs ~30 MB of RSS and
+        ~30 ms, before any kernel is even loaded. Our kernels come from numba's cache as
+        object code, so nothing else in a warm process runs the optimizer. Here the NRT
+        library is cached the same way, where numba keeps ours (NUMBA_CACHE_DIR or
+    kernels/__pycache__), under a key of the
+        module's IR text and the codegen's magic tuple (target triple, CPU name, features:
+        what numba keys its caches on), and loaded with `unserialize_library` like a cached
+        kernel (measured: +10 MB instead of +30 MB). Any failure falls back to compiling.
+    """
+    compile_nrt = getattr(nrtdynmod, "compile_nrt_functions", None)
+    create = getattr(nrtdynmod, "create_nrt_module", None)
+    if compile_nrt is None or create is None or getattr(compile_nrt, "_onnxexec", False):
+        return
+
+    def compile_nrt_functions(ctx):  # type: ignore[no-untyped-def]
+        try:
+            return _cached_nrt(ctx, create)
+        except Exception:  # a cache problem must never stop a kernel from loading
+            return compile_nrt(ctx)
+
+    compile_nrt_functions._onnxexec = True  # type: ignore[attr-defined]
+    nrtdynmod.compile_nrt_functions = compile_nrt_functions
+
+
+def _cached_nrt(ctx: Any, create: Callable[[Any], Any]) -> Any:
+    import hashlib
+    import os
+    import pickle
+    import tempfile
+
+    import llvmlite
+    import numba
+
+    ir_mod, library = create(ctx)
+    codegen = ctx.codegen()
+    key = repr((str(ir_mod), codegen.magic_tuple(), numba.__version__, llvmlite.__version__))
+    folder = numba.config.CACHE_DIR or os.path.join(os.path.dirname(__file__), "__pycache__")
+    path = os.path.join(folder, f"nrt-{hashlib.sha256(key.encode()).hexdigest()[:24]}.pkl")
+    try:
+        with open(path, "rb") as f:
+            return codegen.unserialize_library(pickle.load(f))
+    except (OSError, EOFError, pickle.UnpicklingError):
+        pass
+    library.enable_object_caching()
+    library.add_ir_module(ir_mod)
+    library.finalize()
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    except OSError:
+        return library  # read-only install: compile every time, as numba does
+    try:
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(library.serialize_using_object_code(), f)
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return library
+
+
+def _nrtdynmod_from_cache(run: Callable[[ModuleType], None], module: ModuleType) -> None:
+    run(module)
+    _nrt_from_object_cache(module)
+
+
+if "numba.core.runtime.nrtdynmod" in sys.modules:
+    _nrt_from_object_cache(sys.modules["numba.core.runtime.nrtdynmod"])
+else:
+    _around("numba.core.runtime.nrtdynmod", _nrtdynmod_from_cache)

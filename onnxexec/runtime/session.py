@@ -209,9 +209,9 @@ class InferenceSession:
         else:
             with self._span("model_run"):
                 results = execute(self._plan, feeds, profiler=self._profiler)
-        if threads._pending:  # numba came in with a kernel a handler imports when run
-            # (ml_scores' kernels are serial: that first run did not depend on the count)
-            threads.apply_pending()
+        # numba may have come in with a kernel a handler imports when run (ml_scores'
+        # kernels are serial: that first run did not depend on the count); a no-op after
+        threads.apply_pending()
         if not output_names:
             return results
         return [results[self._out_index[n]] for n in output_names]
