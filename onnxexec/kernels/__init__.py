@@ -62,6 +62,19 @@ def _around(name: str, wrap: Callable[[Callable[[ModuleType], None], ModuleType]
         sys.meta_path.insert(0, _AroundImport(name, wrap))
 
 
+def _when_imported(name: str, patch: Callable[[ModuleType], None]) -> None:
+    """patch(module) now if `name` is imported, else right after its import runs."""
+    if name in sys.modules:
+        patch(sys.modules[name])
+        return
+
+    def run_then_patch(run: Callable[[ModuleType], None], module: ModuleType) -> None:
+        run(module)
+        patch(module)
+
+    _around(name, run_then_patch)
+
+
 def _arraymath_with_presence_check(run: Callable[[ModuleType], None], module: ModuleType) -> None:
     """numba.np.arraymath's `_check_blas()` sees `_scipy_installed`; numba's real
     `ensure_blas` is back in place once the module has run."""
@@ -121,15 +134,7 @@ def _parse_linking_ir_on_demand(codegen: ModuleType) -> None:
     lib_cls._onnxexec_lazy_ir = True
 
 
-def _codegen_with_lazy_ir(run: Callable[[ModuleType], None], module: ModuleType) -> None:
-    run(module)
-    _parse_linking_ir_on_demand(module)
-
-
-if "numba.core.codegen" in sys.modules:
-    _parse_linking_ir_on_demand(sys.modules["numba.core.codegen"])
-else:
-    _around("numba.core.codegen", _codegen_with_lazy_ir)
+_when_imported("numba.core.codegen", _parse_linking_ir_on_demand)
 
 
 def _load_without_refresh(caching: ModuleType) -> None:
@@ -163,15 +168,7 @@ def _load_without_refresh(caching: ModuleType) -> None:
     cache_cls._onnxexec_no_refresh = True
 
 
-def _caching_without_refresh(run: Callable[[ModuleType], None], module: ModuleType) -> None:
-    run(module)
-    _load_without_refresh(module)
-
-
-if "numba.core.caching" in sys.modules:
-    _load_without_refresh(sys.modules["numba.core.caching"])
-else:
-    _around("numba.core.caching", _caching_without_refresh)
+_when_imported("numba.core.caching", _load_without_refresh)
 
 
 def _nrt_from_object_cache(nrtdynmod: ModuleType) -> None:
@@ -240,12 +237,4 @@ def _cached_nrt(ctx: Any, create: Callable[[Any], Any]) -> Any:
     return library
 
 
-def _nrtdynmod_from_cache(run: Callable[[ModuleType], None], module: ModuleType) -> None:
-    run(module)
-    _nrt_from_object_cache(module)
-
-
-if "numba.core.runtime.nrtdynmod" in sys.modules:
-    _nrt_from_object_cache(sys.modules["numba.core.runtime.nrtdynmod"])
-else:
-    _around("numba.core.runtime.nrtdynmod", _nrtdynmod_from_cache)
+_when_imported("numba.core.runtime.nrtdynmod", _nrt_from_object_cache)

@@ -14,13 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
 from google.protobuf.message import DecodeError
-from onnx import AttributeProto, GraphProto, ModelProto, TypeProto, ValueInfoProto
-from onnx.onnx_ml_pb2 import FunctionProto
 
 from onnxexec.errors import ModelLoadError
 from onnxexec.ir.graph import Function, Graph, Node, ValueInfo, canonical_domain
+from onnxexec.ir.onnx_pb import (
+    TEXT_SUFFIXES,
+    AttributeProto,
+    FunctionProto,
+    GraphProto,
+    ModelProto,
+    NodeProto,
+    TypeProto,
+    ValueInfoProto,
+)
 from onnxexec.ir.types import (
     MapType,
     OptionalType,
@@ -118,7 +125,7 @@ class _Loader:
             return tuple(convert_type(x) for x in a.type_protos)
         raise ModelLoadError(f"attribute '{a.name}' has unknown type {t}")
 
-    def node(self, n: onnx.NodeProto) -> Node:
+    def node(self, n: NodeProto) -> Node:
         try:
             attrs = {a.name: self.attr(a) for a in n.attribute}
         except ModelLoadError as e:
@@ -213,9 +220,8 @@ def _read_file_into(fd: int) -> Callable[[int, np.ndarray], None]:
 def _read_path(path: Path) -> tuple[ModelProto, dict[int, np.ndarray]]:
     """The model at `path`: the structure parsed by protobuf, big weights read straight
     into their arrays (see proto_wire); onnx.load when the wire walk gives up."""
-    binary = onnx.serialization.registry.get_format_from_file_extension(path.suffix)
-    if binary not in (None, "protobuf"):  # .textproto, .json...: onnx.load reads those
-        return onnx.load(str(path), load_external_data=False), {}
+    if path.suffix.lower() in TEXT_SUFFIXES:  # .textproto, .json...: onnx.load reads those
+        return _onnx_load(path), {}
     with path.open("rb") as f:
         if path.stat().st_size == 0:
             raise ModelLoadError(f"{path}: not an ONNX model (empty file)")
@@ -227,7 +233,13 @@ def _read_path(path: Path) -> tuple[ModelProto, dict[int, np.ndarray]]:
                 pass
             finally:
                 buf.release()
-    return onnx.load(str(path), load_external_data=False), {}
+    return _onnx_load(path), {}
+
+
+def _onnx_load(path: Path) -> ModelProto:
+    import onnx  # only for what proto_wire and protobuf don't read: onnx's own errors
+
+    return onnx.load(str(path), load_external_data=False)
 
 
 def _read_bytes(data: bytes | bytearray | memoryview) -> tuple[ModelProto, dict[int, np.ndarray]]:
@@ -239,6 +251,8 @@ def _read_bytes(data: bytes | bytearray | memoryview) -> tuple[ModelProto, dict[
     try:
         return _cut_weights(buf, read_into)
     except (WireError, DecodeError):
+        import onnx
+
         return onnx.load_model_from_string(bytes(data)), {}
 
 

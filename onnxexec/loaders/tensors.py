@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from onnx import SparseTensorProto, TensorProto, numpy_helper
 
 from onnxexec.errors import ModelLoadError
 from onnxexec.ir.dtypes import np_dtype
+from onnxexec.ir.onnx_pb import SparseTensorProto, TensorProto
 
 # Types numpy_helper stores packed (two or four values per byte): unpack through it.
 _PACKED = {
@@ -83,7 +83,7 @@ def _read_external(t: TensorProto, base_dir: Path | None) -> np.ndarray:
         del copy.external_data[:]
         copy.data_location = TensorProto.DEFAULT
         copy.raw_data = raw
-        return numpy_helper.to_array(copy)
+        return _helper_to_array(copy)
     if count == 0:
         return np.zeros(shape, dtype=np_dtype(t.data_type))
     # Read-only memory map: weights are paged in on use, never copied at load.
@@ -94,14 +94,10 @@ def _read_external(t: TensorProto, base_dir: Path | None) -> np.ndarray:
 _NOT_PLAIN = _PACKED | {TensorProto.STRING, TensorProto.FLOAT6E2M3, TensorProto.FLOAT6E3M2}
 
 
-def empty_for_raw(t: TensorProto, length: int) -> np.ndarray | None:
-    """An uninitialized array of `t`'s dtype and dims for its `length` raw bytes.
-
-    None unless the bytes are exactly one little-endian item per element (what
-    numpy_helper.to_array reinterprets with np.frombuffer on this host): packed
-    and string types, segments, external data and size mismatches go through
-    tensor_to_array, with its errors.
-    """
+def _plain_layout(t: TensorProto) -> tuple[np.dtype, tuple[int, ...]] | None:
+    """(dtype, shape) of a tensor whose data can be one little-endian item per element
+    on this host, else None (packed and string types, segments, external data,
+    unknown types, negative dims)."""
     if (
         sys.byteorder != "little"
         or t.data_type in _NOT_PLAIN
@@ -115,9 +111,68 @@ def empty_for_raw(t: TensorProto, length: int) -> np.ndarray | None:
     except (KeyError, ValueError):
         return None
     shape = tuple(int(d) for d in t.dims)
-    if any(d < 0 for d in shape) or int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != length:
+    return None if any(d < 0 for d in shape) else (dtype, shape)
+
+
+def empty_for_raw(t: TensorProto, length: int) -> np.ndarray | None:
+    """An uninitialized array of `t`'s dtype and dims for its `length` raw bytes.
+
+    None unless the bytes are exactly one little-endian item per element (what
+    numpy_helper.to_array reinterprets with np.frombuffer on this host): packed
+    and string types, segments, external data and size mismatches go through
+    tensor_to_array, with its errors.
+    """
+    layout = _plain_layout(t)
+    if layout is None:
+        return None
+    dtype, shape = layout
+    if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != length:
         return None
     return np.empty(shape, dtype=dtype)
+
+
+# Typed repeated fields numpy_helper reads each element type from (onnx.proto's
+# TensorProto comments); the other types go through numpy_helper itself.
+_FIELDS = {
+    TensorProto.FLOAT: "float_data",
+    TensorProto.DOUBLE: "double_data",
+    TensorProto.INT64: "int64_data",
+    TensorProto.INT32: "int32_data",
+    TensorProto.INT16: "int32_data",
+    TensorProto.INT8: "int32_data",
+    TensorProto.UINT16: "int32_data",
+    TensorProto.UINT8: "int32_data",
+    TensorProto.BOOL: "int32_data",
+    TensorProto.UINT32: "uint64_data",
+    TensorProto.UINT64: "uint64_data",
+}
+
+
+def _plain_to_array(t: TensorProto) -> np.ndarray | None:
+    """numpy_helper.to_array for the common tensors, without importing onnx (see
+    ir/onnx_pb.py): one item per element in raw_data (a read-only view of its
+    bytes, as numpy_helper gives) or in the type's repeated field. None otherwise,
+    including any size mismatch (numpy_helper then reports it)."""
+    layout = _plain_layout(t)
+    field = _FIELDS.get(t.data_type)
+    if layout is None or (field is None and not t.raw_data):
+        return None
+    dtype, shape = layout
+    count = int(np.prod(shape, dtype=np.int64))
+    if t.raw_data:
+        if count * dtype.itemsize != len(t.raw_data):
+            return None
+        return np.frombuffer(t.raw_data, dtype=dtype).reshape(shape)
+    data = getattr(t, field)
+    if len(data) != count:
+        return None
+    return np.asarray(data).astype(dtype).reshape(shape)
+
+
+def _helper_to_array(t: TensorProto) -> np.ndarray:
+    from onnx import numpy_helper  # imports onnx: packed, string and 16/8-bit float types
+
+    return numpy_helper.to_array(t)
 
 
 def tensor_to_array(t: TensorProto, base_dir: Path | None = None) -> np.ndarray:
@@ -125,7 +180,9 @@ def tensor_to_array(t: TensorProto, base_dir: Path | None = None) -> np.ndarray:
     if t.data_location == TensorProto.EXTERNAL:
         return _read_external(t, base_dir)
     try:
-        arr = numpy_helper.to_array(t)
+        arr = _plain_to_array(t)
+        if arr is None:
+            arr = _helper_to_array(t)
     except Exception as e:
         raise ModelLoadError(f"tensor '{t.name}': cannot decode ({e})") from e
     if t.data_type == TensorProto.STRING:

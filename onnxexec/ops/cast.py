@@ -17,31 +17,45 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from onnxexec.ir.dtypes import TensorProto, np_dtype, onnx_dtype
-from onnxexec.ops.cast_float8 import E8M0, FLOAT8, to_e8m0, to_float8, to_narrow_float
 from onnxexec.ops.registry import op
 
-_SUB_BYTE_INTS = {
-    np.dtype(ml_dtypes.int4): np.dtype(np.int8),
-    np.dtype(ml_dtypes.uint4): np.dtype(np.uint8),
-    np.dtype(ml_dtypes.int2): np.dtype(np.int8),
-    np.dtype(ml_dtypes.uint2): np.dtype(np.uint8),
+# ml_dtypes' types are named, not imported: a model with none of them never loads
+# ml_dtypes (0.55 s and 8 MB here); ir.dtypes.np_dtype imports it on first need.
+_SUB_BYTE_NAMES = {
+    "int4": np.dtype(np.int8),
+    "uint4": np.dtype(np.uint8),
+    "int2": np.dtype(np.int8),
+    "uint2": np.dtype(np.uint8),
 }
+
+
+def _sub_byte(dt: np.dtype) -> np.dtype | None:
+    """The numpy int type holding ml_dtypes' int4 / uint4 / int2 / uint2, else None."""
+    return _SUB_BYTE_NAMES.get(dt.name) if dt.kind == "V" else None
+
+
 _STRING = np.dtype(object)
 
 
 def _is_exotic_float(dt: np.dtype) -> bool:
     """bfloat16, float8*, float4, float6 (ml_dtypes floats), not the sub-byte ints."""
-    return dt.kind == "V" and dt not in _SUB_BYTE_INTS
+    return dt.kind == "V" and dt.name not in _SUB_BYTE_NAMES
+
+
+def _ml_float(dt: np.dtype) -> bool:
+    """Any of ml_dtypes' float types, as a Cast target. Registered dtypes number from
+    NPY_USERDEF (256); float8_e5m2 has kind 'f', the others 'V'."""
+    return dt.num >= 256 and dt.name not in _SUB_BYTE_NAMES
 
 
 def _plain(x: np.ndarray) -> np.ndarray:
     """Exotic source types widened exactly: ml_dtypes floats -> float32, int4/int2 -> int8."""
-    if x.dtype in _SUB_BYTE_INTS:
-        return x.astype(_SUB_BYTE_INTS[x.dtype])
+    wide = _sub_byte(x.dtype)
+    if wide is not None:
+        return x.astype(wide)
     if _is_exotic_float(x.dtype):
         return x.astype(np.float32)
     return x
@@ -51,14 +65,16 @@ def _cast_numeric(x: np.ndarray, dt: np.dtype, saturate: bool, round_mode: str) 
     x = _plain(x)
     if dt == np.bool_:
         return np.asarray(x != 0)
-    if dt in FLOAT8:
-        return to_float8(x, dt, saturate)
-    if dt == E8M0:
-        return to_e8m0(x, saturate, round_mode)
-    if _is_exotic_float(dt):
+    if _ml_float(dt):
+        from onnxexec.ops.cast_float8 import E8M0, FLOAT8, to_e8m0, to_float8, to_narrow_float
+
+        if dt in FLOAT8:
+            return to_float8(x, dt, saturate)
+        if dt == E8M0:
+            return to_e8m0(x, saturate, round_mode)
         return to_narrow_float(x, dt)
     with np.errstate(all="ignore"):
-        if dt in _SUB_BYTE_INTS:
+        if _sub_byte(dt) is not None:
             # Through int64 (floats truncated toward zero first), then wrap like any
             # other int -> int conversion: 9 -> int4 -7.
             wide = np.trunc(x) if x.dtype.kind == "f" else x
@@ -99,11 +115,12 @@ def _from_strings(x: np.ndarray, dt: np.dtype, saturate: bool, round_mode: str) 
     if dt == np.bool_:
         vals = [s.lower() == "true" or (s.lower() != "false" and float(s) != 0) for s in items]
         return np.array(vals, dtype=bool).reshape(x.shape)
-    base = _SUB_BYTE_INTS.get(dt, dt)
+    sub = _sub_byte(dt)
+    base = dt if sub is None else sub
     if base.kind in "iu":
-        bits = 8 * base.itemsize if dt not in _SUB_BYTE_INTS else 64
+        bits = 8 * base.itemsize if _sub_byte(dt) is None else 64
         ints = [_parse_int(s) & ((1 << bits) - 1) for s in items]
-        if base.kind == "i" or dt in _SUB_BYTE_INTS:  # wrap into two's complement
+        if base.kind == "i" or _sub_byte(dt) is not None:  # wrap into two's complement
             ints = [v - (1 << bits) if v >= 1 << (bits - 1) else v for v in ints]
         wide = np.array(ints, dtype=np.uint64 if base == np.uint64 else np.int64)
         return _cast_numeric(wide.reshape(x.shape), dt, saturate, round_mode)
@@ -219,18 +236,18 @@ def cast_like(
 
 # Bits per element: ml_dtypes stores the sub-byte types one per byte, low bits used.
 _WIDTH = {
-    np.dtype(ml_dtypes.int4): 4,
-    np.dtype(ml_dtypes.uint4): 4,
-    np.dtype(ml_dtypes.float4_e2m1fn): 4,
-    np.dtype(ml_dtypes.int2): 2,
-    np.dtype(ml_dtypes.uint2): 2,
-    np.dtype(ml_dtypes.float6_e2m3fn): 6,
-    np.dtype(ml_dtypes.float6_e3m2fn): 6,
+    "int4": 4,
+    "uint4": 4,
+    "float4_e2m1fn": 4,
+    "int2": 2,
+    "uint2": 2,
+    "float6_e2m3fn": 6,
+    "float6_e3m2fn": 6,
 }
 
 
 def _width(dt: np.dtype) -> int:
-    return _WIDTH.get(dt, dt.itemsize * 8)
+    return _WIDTH.get(dt.name, dt.itemsize * 8) if dt.kind == "V" else dt.itemsize * 8
 
 
 @op("BitCast", since=26)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from onnxexec.ir.dtypes import np_dtype
@@ -86,7 +85,9 @@ def constant_of_shape(input: np.ndarray, *, value: np.ndarray | None = None) -> 
     return np.full(shape, v.reshape(-1)[0], dtype=v.dtype)
 
 
-_LOW_PRECISION = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+def _low_precision(dtype: np.dtype) -> bool:
+    """float16 or bfloat16 (ml_dtypes' type, matched by name so it isn't imported)."""
+    return dtype == np.float16 or (dtype.kind == "V" and dtype.name == "bfloat16")
 
 
 def _range(
@@ -120,7 +121,7 @@ def range_(
 ) -> np.ndarray:
     """[start, start + delta, ...) up to limit exclusive; fp16/bf16 computed in stash_type."""
     dtype = np.asarray(start).dtype
-    compute = np_dtype(stash_type) if dtype in _LOW_PRECISION else np.dtype(np.float64)
+    compute = np_dtype(stash_type) if _low_precision(dtype) else np.dtype(np.float64)
     return _range(np.asarray(start), np.asarray(limit), np.asarray(delta), compute)
 
 
@@ -128,7 +129,7 @@ def range_(
 def range_v11(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
     """Opsets 11-26."""
     dtype = np.asarray(start).dtype
-    compute = dtype if dtype in _LOW_PRECISION else np.dtype(np.float64)
+    compute = dtype if _low_precision(dtype) else np.dtype(np.float64)
     return _range(np.asarray(start), np.asarray(limit), np.asarray(delta), compute)
 
 

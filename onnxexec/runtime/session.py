@@ -8,11 +8,10 @@ from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
-from onnx import ModelProto
 
 from onnxexec.errors import InvalidFeedError
-from onnxexec.ir.export import save_model
 from onnxexec.ir.graph import Graph, ValueInfo
+from onnxexec.ir.onnx_pb import ModelProto
 from onnxexec.ir.passes import optimize
 from onnxexec.ir.types import TensorType
 from onnxexec.loaders.onnx_proto import load_onnx
@@ -109,6 +108,8 @@ class InferenceSession:
         with self._span("session_initialization"):
             self._optimized = optimize(loaded, level)
             if self._options.optimized_model_filepath:
+                from onnxexec.ir.export import save_model  # imports onnx: only when asked
+
                 save_model(self._optimized, self._options.optimized_model_filepath)
             self._plan = plan_graph(self._optimized)
         threads.apply_pending()  # planning imported the kernels the model uses

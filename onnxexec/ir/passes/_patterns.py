@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
 
 from onnxexec.ir.graph import Graph, Node
+from onnxexec.ir.onnx_pb import TensorProto
 from onnxexec.ir.passes._editor import GraphEditor
 from onnxexec.ir.passes.shape_inference import Facts, infer_shapes
 

@@ -4,10 +4,10 @@ elements of shape tensors. Formulas follow the ONNX operator spec of each op."""
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
 
 from onnxexec.ir.dtypes import onnx_dtype
 from onnxexec.ir.graph import Node
+from onnxexec.ir.onnx_pb import TensorProto
 from onnxexec.ir.passes import symdim
 from onnxexec.ir.passes.shape_inference import Facts, const_facts, rule
 from onnxexec.ir.passes.symdim import Dim

@@ -3,8 +3,7 @@ normalizations) and onnxexec's fused ops; see shape_rules.py for the rest."""
 
 from __future__ import annotations
 
-from onnx import TensorProto
-
+from onnxexec.ir.onnx_pb import TensorProto
 from onnxexec.ir.passes import symdim
 from onnxexec.ir.passes.shape_inference import Facts, rule
 from onnxexec.ir.passes.shape_rules import _UNKNOWN_AXES, _axes
