@@ -54,7 +54,7 @@ WIDTHS: Final = (16, 32) if AVX512 else (16,)  # panel widths this host runs
 MR16: Final = 6  # rows per AVX2 micro-kernel (12 accumulators + 2 weight registers)
 MR32: Final = 12  # rows per AVX-512 micro-kernel (24 accumulators + 2 weight registers)
 MC: Final = 144  # rows per block: its (MC, KC) slice of A stays in L2
-KC: Final = 512  # depth per block: a (KC, NR) panel block stays in L1 / L2
+KC: Final = 256  # depth per block: a (KC, 32) panel block (32 KB) stays in L1
 
 _I64 = ir.IntType(64)
 _F32 = ir.FloatType()
