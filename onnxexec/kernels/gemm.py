@@ -177,10 +177,10 @@ def linear_packed(
     beta: float = 0.0,
     act_cols: tuple[int, int] | None = None,
 ) -> np.ndarray:
-    """`linear` for a weight packed by sgemm_packed.pack: x (..., K) f32, wp (P, K, 16)
+    """`linear` for a weight packed by sgemm_packed.pack: x (..., K) f32, wp (P, K, nr)
     holding W (K, n) -> act(x @ W + bias) (..., n). Threads split the panels."""
-    p, k, _ = wp.shape
-    if x.shape[-1] != k or not (p - 1) * sgemm_packed.NR < n <= p * sgemm_packed.NR:
+    p, k, nr = wp.shape
+    if x.shape[-1] != k or nr not in sgemm_packed.WIDTHS or not (p - 1) * nr < n <= p * nr:
         raise ValueError(f"matmul: x {list(x.shape)} and packed weight {list(wp.shape)} (N={n})")
     lead = x.shape[:-1]
     x2 = x.reshape(math.prod(lead), k)
@@ -202,7 +202,7 @@ def linear_packed(
     pool = native_pool() if threads > 1 and m * n * k >= _MIN_NATIVE and p > 1 else None
     if pool is None:
         sgemm_packed.packed_span(
-            x2.ctypes.data, lda, m, k, wp.ctypes.data, n, out.ctypes.data, n, 0, p
+            x2.ctypes.data, lda, m, k, wp.ctypes.data, n, out.ctypes.data, n, 0, p, nr
         )
         _finish(out, 0, n, bias, act, alpha, beta, lo, hi)
         return out.reshape(*lead, n)
@@ -220,7 +220,7 @@ def linear_packed(
             x2.ctypes.data,
             lda,
             wp.ctypes.data,
-            0,
+            nr,
             out.ctypes.data,
             n,
             0 if bias is None else bias.ctypes.data,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from onnxexec.ir.passes import pack_weights as pack_weights_pass
 from onnxexec.ir.passes.fuse_activation import fuse_activation
 from onnxexec.ir.passes.fuse_matmul import fuse_matmul
 from onnxexec.ir.passes.fuse_qkv import fuse_qkv
@@ -16,7 +17,9 @@ from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, ran
 
 @pytest.fixture(autouse=True)
 def _packing_on(monkeypatch):
+    # forced on (also on AVX2 hosts) and for the tests' small weights
     monkeypatch.setenv("ONNXEXEC_PACK_WEIGHTS", "1")
+    monkeypatch.setattr(pack_weights_pass, "_MIN_SIZE", 0)
 
 
 def _fused(g):
@@ -74,7 +77,8 @@ def test_siblings_merged_into_one_group() -> None:
         packed = pack_weights(out)
         grp = next(n for n in packed.nodes if n.op_type == "FusedMatMulGroup")
         assert grp.attrs["packed"] == 104
-        assert packed.initializers[grp.inputs[1]].shape == (7, 24, 16)
+        nr = sgemm_packed.NR
+        assert packed.initializers[grp.inputs[1]].shape == (-(-104 // nr), 24, nr)
         assert_same_outputs(_qkv_graph(), packed, feeds, rtol=1e-4, atol=1e-5)
 
 
@@ -140,9 +144,15 @@ def test_pack_weights_trans_b_and_shared_weight() -> None:
     assert_same_outputs(g, out, feeds, rtol=1e-4, atol=1e-5)
 
 
-def test_pack_weights_opt_in(monkeypatch) -> None:
-    monkeypatch.setenv("ONNXEXEC_PACK_WEIGHTS", "0")
+def test_pack_weights_switch_and_size(monkeypatch) -> None:
     f = fuse_matmul(
         graph([node("MatMul", ["x", "w"], ["y"])], [("x", [3, 6])], ["y"], {"w": rand(6, 4)})
     )
+    monkeypatch.setenv("ONNXEXEC_PACK_WEIGHTS", "0")
+    assert pack_weights(f) is f
+    # by default: packed on AVX-512 hosts only, and only weights of _MIN_SIZE values
+    monkeypatch.delenv("ONNXEXEC_PACK_WEIGHTS")
+    packed = pack_weights(f)
+    assert (packed is not f) == sgemm_packed.AVX512
+    monkeypatch.setattr(pack_weights_pass, "_MIN_SIZE", 25)
     assert pack_weights(f) is f
