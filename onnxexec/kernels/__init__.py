@@ -1,8 +1,9 @@
 """numba kernels; one module per kernel family.
 
-Importing this package adjusts four numba internals, each guarded (skipped when this
-numba lacks what it patches) and tested in a subprocess
+Importing this package adjusts numba's caching and four of its internals, each guarded
+(skipped when this numba lacks what it patches) and tested in a subprocess
 (tests/unit/kernels/test_numba_setup.py):
+- cached kernels are dropped when any kernel source changed (`_drop_stale_caches`);
 - numba's runtime functions load from cached object code (`_nrt_from_object_cache`);
 - a cached kernel loads without the compiler's registries (`_load_without_refresh`);
 - its linking IR stays bitcode until a compile needs it (`_parse_linking_ir_on_demand`);
@@ -62,15 +63,24 @@ def _around(name: str, wrap: Callable[[Callable[[ModuleType], None], ModuleType]
         sys.meta_path.insert(0, _AroundImport(name, wrap))
 
 
+_PATCHES: dict[str, list[Callable[[ModuleType], None]]] = {}
+
+
 def _when_imported(name: str, patch: Callable[[ModuleType], None]) -> None:
-    """patch(module) now if `name` is imported, else right after its import runs."""
+    """patch(module) now if `name` is imported, else right after its import runs (the
+    patches of one module in the order they were asked for)."""
     if name in sys.modules:
         patch(sys.modules[name])
         return
+    if name in _PATCHES:
+        _PATCHES[name].append(patch)
+        return
+    _PATCHES[name] = [patch]
 
     def run_then_patch(run: Callable[[ModuleType], None], module: ModuleType) -> None:
         run(module)
-        patch(module)
+        for each in _PATCHES.pop(name, []):
+            each(module)
 
     _around(name, run_then_patch)
 
@@ -238,3 +248,61 @@ def _cached_nrt(ctx: Any, create: Callable[[Any], Any]) -> Any:
 
 
 _when_imported("numba.core.runtime.nrtdynmod", _nrt_from_object_cache)
+
+
+def _drop_stale_caches(caching: ModuleType) -> None:
+    """Delete this package's numba cache files when any kernel module's source changed.
+
+    numba checks a cached function against its own file's timestamp only, but a kernel
+    that calls another jitted function has the callee's code compiled into it: after
+    an edit or an upgrade that changed a callee (a packed-GEMM micro-kernel, say) and
+    not its caller's file, the caller would keep running the old callee, e.g. reading
+    a weight in the previous packed layout (seen here: wrong products after a merge).
+    So one digest of every kernels/*.py is kept beside the cache files, and a
+    mismatch clears them all once; numba then recompiles on first use. Hashing the
+    sources costs ~2 ms per process that loads numba.
+    """
+    import hashlib
+    import os
+
+    folder = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name), "rb") as f:
+                digest.update(name.encode() + b"\0" + f.read() + b"\0")
+    stamp = digest.hexdigest()
+    caches = [os.path.join(folder, "__pycache__")]
+    config = sys.modules.get("numba.core.config")
+    locator = getattr(caching, "_UserProvidedCacheLocator", None)
+    if getattr(config, "CACHE_DIR", "") and hasattr(locator, "get_suitable_cache_subpath"):
+        sub = locator.get_suitable_cache_subpath(os.path.join(folder, "__init__.py"))
+        caches.append(os.path.join(config.CACHE_DIR, sub))
+    for cache in caches:
+        _clear_if_changed(cache, stamp)
+
+
+def _clear_if_changed(cache: str, stamp: str) -> None:
+    import os
+
+    path = os.path.join(cache, "onnxexec-kernels.sha256")
+    try:
+        with open(path) as f:
+            if f.read().strip() == stamp:
+                return
+    except OSError:
+        if not os.path.isdir(cache):
+            return  # nothing cached yet
+    try:
+        for name in os.listdir(cache):
+            if name.endswith((".nbi", ".nbc")):
+                os.remove(os.path.join(cache, name))
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(stamp)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only install has only the caches it shipped with
+
+
+_when_imported("numba.core.caching", _drop_stale_caches)

@@ -127,3 +127,24 @@ def test_cached_kernel_loads_without_the_compiler_registries(tmp_path: Path) -> 
     # loads both from the caches: no registries until `later` compiles
     loaded = run()
     assert loaded == ["0.0", "2.0", "4.0", "6.0", "False", expect, "1", "True"]
+
+
+def test_cache_files_are_cleared_when_the_kernel_sources_change(tmp_path: Path) -> None:
+    from onnxexec.kernels import _clear_if_changed
+
+    def files() -> set[str]:
+        return {p.name for p in tmp_path.iterdir()}
+
+    (tmp_path / "conv2d.f-10.py311.nbi").write_text("index")
+    (tmp_path / "conv2d.f-10.py311.1.nbc").write_text("code")
+    (tmp_path / "nrt-abc.pkl").write_text("runtime")  # keyed on its own IR: kept
+    _clear_if_changed(str(tmp_path), "digest-1")  # no stamp yet: stale, cleared
+    assert files() == {"nrt-abc.pkl", "onnxexec-kernels.sha256"}
+    (tmp_path / "gemm.g-5.py311.nbi").write_text("index")
+    _clear_if_changed(str(tmp_path), "digest-1")  # same sources: kept
+    assert "gemm.g-5.py311.nbi" in files()
+    _clear_if_changed(str(tmp_path), "digest-2")  # a kernel changed: cleared again
+    assert files() == {"nrt-abc.pkl", "onnxexec-kernels.sha256"}
+    assert (tmp_path / "onnxexec-kernels.sha256").read_text() == "digest-2"
+    _clear_if_changed(str(tmp_path / "missing"), "digest-3")  # no cache folder: no-op
+    assert not (tmp_path / "missing").exists()
