@@ -17,49 +17,25 @@ import numba as nb
 import numpy as np
 
 from onnxexec.kernels import blas
-from onnxexec.kernels.parallel import parallel_for
-from onnxexec.kernels.reduce import LANES, row_max, row_sum
-from onnxexec.kernels.vmath import exp_row
+from onnxexec.kernels.mha_job import (
+    ATTN_ARGS,
+    NAN_TO_ZERO,
+    TRANS_K,
+    TRANS_V,
+    attn_span,
+    softmax_rows,
+)
+from onnxexec.kernels.parallel import (
+    ARGS,
+    KIND_ATTN,
+    MAX_SPANS,
+    native_pool,
+    num_threads,
+    parallel_for,
+)
 
 f32 = np.float32
 _NO_MASK = np.zeros((1, 1), dtype=np.float32)
-_NO_MASK4 = np.zeros((1, 1, 1, 1), dtype=np.float32)
-
-
-@nb.njit(nogil=True, cache=True, error_model="numpy")
-def softmax_rows(x, mask, has_mask, scale, nan_to_zero, scratch):
-    """In place: x[t] = softmax(x[t] * scale + mask[t]) for every row of x (T, S).
-
-    The max and the sum are kernels/reduce.py's vectorized reductions. The
-    max ignores NaN; a NaN score (or +inf, whose shifted value is inf - inf) makes
-    the sum NaN, and such a row is filled like a fully masked one."""
-    t_rows, s = x.shape
-    sc = f32(scale)
-    acc32 = np.empty(LANES, dtype=np.float32)
-    for t in range(t_rows):
-        row = x[t]
-        if has_mask:
-            mrow = mask[t]
-            for j in range(s):
-                row[j] = row[j] * sc + mrow[j]
-        elif sc != f32(1.0):
-            for j in range(s):
-                row[j] = row[j] * sc
-        mx = row_max(row, acc32)
-        total = np.nan
-        if mx != -np.inf:
-            for j in range(s):
-                row[j] = row[j] - mx
-            exp_row(row, row, scratch)
-            total = row_sum(row)
-        if np.isnan(total):  # fully masked (or NaN) row: Softmax gives NaN everywhere
-            fill = f32(0.0) if nan_to_zero else f32(np.nan)
-            for j in range(s):
-                row[j] = fill
-            continue
-        inv = f32(1.0 / total)
-        for j in range(s):
-            row[j] = row[j] * inv
 
 
 @nb.njit(nogil=True, cache=True)
@@ -75,37 +51,6 @@ def _ld(a):
         ld = s1 // 4 if c > 1 else r
         return 1, ld if ld >= r and s1 % 4 == 0 else -1
     return 0, -1
-
-
-@nb.njit(nogil=True, cache=True, error_model="numpy")
-def _heads(fn, q, kt, v, m4, has_mask, scale, nan_to_zero, out, i0, i1):
-    """Heads [i0, i1) of attention (index b * H + h), GIL-free: per head one sgemm for
-    the scores, softmax_rows, one sgemm with V. Operands were checked by
-    `_blas_views` (unit stride along rows or columns, leading dims in range)."""
-    h, t = q.shape[1], q.shape[2]
-    dh = q.shape[3]
-    hkv, s = kt.shape[1], kt.shape[3]
-    dv = v.shape[3]
-    group = h // hkv
-    scores = np.empty((t, s), dtype=np.float32)
-    scratch = np.empty(s, dtype=np.int32)
-    for i in range(i0, i1):
-        bi, hi = i // h, i % h
-        hk = hi // group
-        qa, ka, va, oa = q[bi, hi], kt[bi, hk], v[bi, hk], out[bi, hi]
-        _, lda = _ld(qa)
-        tk, ldk = _ld(ka)
-        tv, ldv = _ld(va)
-        blas.sgemm(
-            fn, blas.TRANS if tk else blas.NO_TRANS, t, s, dh,
-            qa.ctypes.data, lda, ka.ctypes.data, ldk, scores.ctypes.data, s, 0.0,
-        )  # fmt: skip
-        mrow = m4[min(bi, m4.shape[0] - 1), min(hi, m4.shape[1] - 1)]
-        softmax_rows(scores, mrow, has_mask, scale, nan_to_zero, scratch)
-        blas.sgemm(
-            fn, blas.TRANS if tv else blas.NO_TRANS, t, dv, s,
-            scores.ctypes.data, s, va.ctypes.data, ldv, oa.ctypes.data, dv, 0.0,
-        )  # fmt: skip
 
 
 def _blas_views(q: np.ndarray, kt: np.ndarray, v: np.ndarray) -> bool:
@@ -140,15 +85,7 @@ def attention(
     if mask is not None:
         m4 = np.broadcast_to(mask.astype(np.float32, copy=False), (b, h, t, s))
     if _blas_views(q, kt, v):
-        # one GIL-free kernel call per span of heads (no Python between heads)
-        mk = _NO_MASK4 if m4 is None else m4
-        has = m4 is not None
-        fn = blas.SGEMM
-
-        def native(i0: int, i1: int) -> None:
-            _heads(fn, q, kt, v, mk, has, scale, nan_to_zero, out, i0, i1)
-
-        parallel_for(native, b * h)
+        _native(q, kt, v, mask, scale, nan_to_zero, out)
         return out
 
     def heads(i0: int, i1: int) -> None:
@@ -164,6 +101,56 @@ def attention(
 
     parallel_for(heads, b * h)
     return out
+
+
+def _native(
+    q: np.ndarray,
+    kt: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None,
+    scale: float,
+    nan_to_zero: bool,
+    out: np.ndarray,
+) -> None:
+    """attention() on per-head BLAS views: spans of heads as a native pool job
+    (kernels/mha_job.py), or on this thread when the pool is busy or absent."""
+    b, h, t, dh = q.shape
+    hkv, s = kt.shape[1], kt.shape[3]
+    flags = NAN_TO_ZERO if nan_to_zero else 0
+    _, ldq = _ld(q[0, 0])
+    tk, ldk = _ld(kt[0, 0])
+    tv, ldv = _ld(v[0, 0])
+    flags |= (TRANS_K if tk else 0) | (TRANS_V if tv else 0)
+    mk, mbh = None, 0
+    if mask is not None:
+        m4 = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+        mb, mh = (1 if m4.shape[0] == 1 else b), (1 if m4.shape[1] == 1 else h)
+        mk = np.ascontiguousarray(np.broadcast_to(m4, (mb, mh, t, s)), dtype=np.float32)
+        mbh = mb * 65536 + mh
+    st = [x // 4 for x in (*q.strides[:2], *kt.strides[:2], *v.strides[:2])]
+    args = np.array(
+        [
+            blas.SGEMM, flags, q.ctypes.data, st[0], st[1], ldq, h, t, dh,
+            kt.ctypes.data, st[2], st[3], ldk, hkv, s,
+            v.ctypes.data, st[4], st[5], ldv, v.shape[3],
+            0 if mk is None else mk.ctypes.data, mbh, out.ctypes.data,
+        ],
+        dtype=np.int64,
+    )  # fmt: skip
+    fa = np.array([scale], dtype=np.float64)
+    heads = b * h
+    pool = native_pool() if heads > 1 else None
+    if pool is None:
+        attn_span(args, fa, 0, heads)
+        return
+    try:
+        pool.ctrl[ARGS : ARGS + ATTN_ARGS] = args
+        pool.fctrl[0] = scale
+        parts = min(heads, MAX_SPANS, 2 * num_threads())
+        bounds = np.array([heads * i // parts for i in range(parts + 1)], dtype=np.int64)
+        pool.run_native(KIND_ATTN, bounds)
+    finally:
+        pool.busy.release()
 
 
 def attention_reference(

@@ -44,3 +44,18 @@ def test_unsupported_views_fall_back() -> None:
     assert not mha._blas_views(q, kt, v)
     got = mha.attention(q, kt, v, None, 1.0, False)
     np.testing.assert_allclose(got, mha.attention_reference(q, kt, v, None, 1.0, False), rtol=1e-4)
+
+
+@pytest.mark.parametrize("mask_shape", [(1, 3, 6, 5), (2, 3, 6, 5), (2, 1, 6, 5), (5,)])
+def test_native_job_layouts(threads, mask_shape) -> None:
+    # K^T stored (Dh, S) row-major, V read transposed (a (Dv, S) array's view), a
+    # per-head mask or a 1-D one: the job's other stride flags and mask indexing
+    b, h, hkv, t, s, dh = 2, 3, 3, 6, 5, 4
+    q = _rand(b, h, t, dh)
+    kt = _rand(b, hkv, dh, s, seed=1)
+    v = _rand(b, hkv, dh + 1, s, seed=2)[:, :, :dh].transpose(0, 1, 3, 2)
+    mask = _rand(*mask_shape, seed=3)
+    assert mha._blas_views(q, kt, v)
+    got = mha.attention(q, kt, v, mask, 0.5, False)
+    want = mha.attention_reference(q, kt, v, mask, 0.5, False)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
