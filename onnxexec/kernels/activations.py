@@ -81,6 +81,18 @@ def act_row(row, code, a, b, tmp, scratch):
             row[j] = min(max(row[j] * a + b, f32(0.0)), f32(1.0))
 
 
+@nb.njit(inline="always", cache=True)
+def _piecewise(v, code, a, b):
+    """The activations that are a compare or two (codes 0, 1, 7, 8) of one value."""
+    if code == 1:
+        return max(v, f32(0.0))
+    if code == 7:
+        return min(max(v, a), b)
+    if code == 8:
+        return v if v >= f32(0.0) else v * a
+    return v
+
+
 @nb.njit(nogil=True, cache=True, error_model="numpy")
 def _epilogue(y, n0, n1, bias, has_bias, row_bias, z, has_z, code, alpha, beta):
     m = y.shape[0]
@@ -89,6 +101,29 @@ def _epilogue(y, n0, n1, bias, has_bias, row_bias, z, has_z, code, alpha, beta):
     tmp = np.empty(w, dtype=np.float32)
     a = f32(alpha)
     b = f32(beta)
+    if code == 0 or code == 1 or code == 7 or code == 8:
+        # one pass per row: the product's output is usually past L2 (a 96 x 12544
+        # conv output is 4.8 MB), and each extra pass over it costs as much again
+        for i in range(m):
+            row = y[i, n0:n1]
+            bv = bias[i] if has_bias and row_bias else f32(0.0)
+            if has_bias and not row_bias:
+                bb = bias[n0:n1]
+                if has_z:
+                    zr = z[i, n0:n1]
+                    for j in range(w):
+                        row[j] = _piecewise(row[j] + bb[j] + zr[j], code, a, b)
+                else:
+                    for j in range(w):
+                        row[j] = _piecewise(row[j] + bb[j], code, a, b)
+            elif has_z:
+                zr = z[i, n0:n1]
+                for j in range(w):
+                    row[j] = _piecewise(row[j] + bv + zr[j], code, a, b)
+            else:
+                for j in range(w):
+                    row[j] = _piecewise(row[j] + bv, code, a, b)
+        return
     for i in range(m):
         row = y[i, n0:n1]
         if has_bias and row_bias:

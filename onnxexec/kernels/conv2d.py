@@ -1,15 +1,19 @@
 """2-D float32 convolution for the fused Conv op, bias and activation included.
 
-- 1x1, stride 1, no padding: one matrix product W (M, C) @ X (C, H*W) per image and
-  group, split over output columns (or channels) across threads.
 - depthwise (one input channel per group): kernels/depthwise.py's direct kernel.
-- KxK with the weight stored OHWI (ir/passes/conv_layout.py) and enough input channels
-  and output width (conv_taps.use_taps): kernels/conv_taps.py, one sgemm per kernel tap
-  reading the padded input in place, no column matrix.
+- KxK with the weight stored OHWI (ir/passes/conv_layout.py), fewer output pixels than
+  channels (conv_rows.use_rows: ResNet's 14x14 / 7x7 stages): an im2row matrix built
+  from an HWC copy of the input, then one sgemm against it whose weight rows are split
+  across threads (kernels/conv_rows.py, kernels/conv_gemm.py).
+- KxK OHWI with enough input channels and output width (conv_taps.use_taps):
+  kernels/conv_taps.py, one sgemm per kernel tap reading the padded input in place.
+- 1x1 without padding: one matrix product W (M, C) @ X (C, H*W) per image and group
+  (a strided one on the subsampled input), split over output columns or channels
+  (kernels/conv_gemm.py).
 - output rows of >= _WIDE_MIN_OW, stride 1 or a kernel over 3x3 (ResNet's 7x7 stem):
   im2col at the padded width of the input split by stride phase (one contiguous copy
-  per column-matrix row), junk columns dropped after the sgemm. A strided 3x3 or 1x1
-  does better with the gathering im2col below (no phase split, no compaction pass).
+  per column-matrix row), junk columns dropped after the sgemm. A strided 3x3 does
+  better with the gathering im2col below (no phase split, no compaction pass).
 - anything else: im2col in tiles of whole output rows (each tile's column matrix
   stays around 2 MiB) and one sgemm per tile into the output's columns; tiles are
   split across threads, each building its own column matrix. When there are fewer
@@ -24,19 +28,19 @@ op); tests/unit/kernels/test_conv2d.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
 
 from onnxexec.kernels import blas
-from onnxexec.kernels.activations import _epilogue, act_row, epilogue
-from onnxexec.kernels.conv_taps import conv_taps, ohwi, phase_planes, pointwise_span, use_taps
+from onnxexec.kernels.activations import act_row
+from onnxexec.kernels.conv_gemm import PARALLEL_MACS, Epi, Geo, pointwise, rows_conv
+from onnxexec.kernels.conv_rows import use_rows
+from onnxexec.kernels.conv_taps import conv_taps, ohwi, phase_planes, use_taps
 from onnxexec.kernels.depthwise import depthwise2d_fused
 from onnxexec.kernels.im2col_job import IM_ARGS, _im2col_rows
 from onnxexec.kernels.parallel import (
     ARGS,
-    KIND_GEMM,
     KIND_IM2COL,
     MAX_SPANS,
     native_pool,
@@ -47,7 +51,6 @@ from onnxexec.kernels.parallel import (
 f32 = np.float32
 _TILE_ELEMS = 1 << 19  # floats per im2col tile (2 MiB)
 _NO_BIAS = np.zeros(1, dtype=np.float32)
-_PARALLEL_MACS = 1 << 18  # smaller convs stay on one thread (a wake-up costs ~10-40 us)
 _NO_Z = np.zeros((1, 1), dtype=np.float32)
 _WIDE_MIN_OW = 16  # narrower outputs: the junk columns of the wide path cost more than im2col
 
@@ -122,6 +125,18 @@ def conv2d(
     if cg == 1 and group == c and m % c == 0:
         return depthwise2d_fused(x, w, b, strides, pads, dilations, out, act, alpha, beta, zc)
     mg = m // group
+    sh, sw = strides[0], strides[1]
+    geo = Geo(kh, kw, sh, sw, pads[0], pads[1], dilations[0], dilations[1], ow)
+    if use_rows(cg, mg, oh * ow, kh, kw) and ohwi(w):
+        wo = w.transpose(0, 2, 3, 1).reshape(m, kh * kw * cg)  # C-contiguous: no copy
+        for i in range(n):
+            for g in range(group):
+                sl = slice(g * mg, (g + 1) * mg)
+                y = out[i, sl].reshape(mg, oh * ow)
+                zg = None if zc is None else zc[i, sl].reshape(mg, oh * ow)
+                ep = Epi(None if b is None else b[sl], act, alpha, beta, zg)
+                rows_conv(x[i], g * cg, (g + 1) * cg, wo[sl], y, geo, oh, ep)
+        return out
     if use_taps(cg, ow, kh, kw) and ohwi(w):
         wo = w.transpose(0, 2, 3, 1)  # (M, KH, KW, Cg), C-contiguous
         for i in range(n):
@@ -138,13 +153,14 @@ def conv2d(
                 )  # fmt: skip
         return out
     wmat = _f32(w.reshape(group, mg, cg * kh * kw))
-    sh, sw = strides[0], strides[1]
-    if kh == kw == 1 and sh == sw == 1 and (oh, ow) == (height, width) and not any(pads[:2]):
+    if kh == kw == 1 and not any(pads[:2]) and (oh - 1) * sh < height and (ow - 1) * sw < width:
+        if (oh, ow) != (height, width):  # strided: subsample, then the same product
+            x = np.ascontiguousarray(x[:, :, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw])
         # pointwise: no im2col, one product per image and group
         for i in range(n):
             for g in range(group):
                 c0, m0 = g * cg, g * mg
-                _pointwise(
+                pointwise(
                     wmat[g],
                     x[i, c0 : c0 + cg].reshape(cg, oh * ow),
                     out[i, m0 : m0 + mg].reshape(mg, oh * ow),
@@ -155,7 +171,6 @@ def conv2d(
                     beta,
                 )
         return out
-    geo = Geo(kh, kw, sh, sw, pads[0], pads[1], dilations[0], dilations[1], ow)
     for i in range(n):
         xq = (
             phase_planes(x[i], 0, c, (kh, kw), strides, pads[:2], dilations, out_hw)
@@ -186,155 +201,11 @@ def _f32(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=f32)
 
 
-@dataclass(frozen=True)
-class Geo:
-    kh: int
-    kw: int
-    sh: int
-    sw: int
-    ph: int
-    pw: int
-    dh: int
-    dw: int
-    ow: int
-
-
-@dataclass(frozen=True)
-class Epi:
-    """What happens to a finished output tile: + bias per channel (+ z), activation."""
-
-    bias: np.ndarray | None
-    act: int
-    alpha: float
-    beta: float
-    z: np.ndarray | None
-
-    def apply(self, y: np.ndarray, n0: int, n1: int, rows: slice = slice(None)) -> None:
-        epilogue(
-            y[rows],
-            n0,
-            n1,
-            None if self.bias is None else self.bias[rows],
-            self.act,
-            self.alpha,
-            self.beta,
-            row_bias=True,
-            z=None if self.z is None else self.z[rows],
-        )
-
-
-def _pointwise(
-    wm: np.ndarray,
-    xm: np.ndarray,
-    y: np.ndarray,
-    bias: np.ndarray | None,
-    z: np.ndarray | None,
-    act: int,
-    alpha: float,
-    beta: float,
-) -> None:
-    """y (M, P) = act(wm (M, C) @ xm (C, P) + bias[:, None] + z), each thread's slab
-    finished by the epilogue right after its product."""
-    mg, p = y.shape
-    has_b, has_z, has_epi = (
-        bias is not None,
-        z is not None,
-        bias is not None or act or z is not None,
-    )
-    bb = _NO_BIAS if bias is None else bias
-    zz = _NO_Z if z is None else z
-    fn = blas.SGEMM
-    if fn and wm.flags.c_contiguous and xm.flags.c_contiguous and y.flags.c_contiguous:
-        # one compiled call per span: sgemm + epilogue (see conv_taps.pointwise_span)
-        def span(m0: int, m1: int, p0: int, p1: int) -> None:
-            pointwise_span(
-                fn, wm, xm, y, bb, has_b, zz, has_z, act, alpha, beta, m0, m1, p0, p1
-            )  # fmt: skip
-    else:
-
-        def span(m0: int, m1: int, p0: int, p1: int) -> None:
-            np.matmul(wm[m0:m1], xm[:, p0:p1], out=y[m0:m1, p0:p1])
-            if has_epi:
-                _epilogue(
-                    y[m0:m1], p0, p1, bb[m0:m1] if has_b else bb, has_b, True,
-                    zz[m0:m1] if has_z else zz, has_z, act, alpha, beta,
-                )  # fmt: skip
-
-    if num_threads() == 1 or mg * p * wm.shape[1] < _PARALLEL_MACS:
-        span(0, mg, 0, p)
-    elif fn and _pointwise_native(fn, wm, xm, y, bias, z, act, alpha, beta):
-        pass
-    elif p >= mg:
-        parallel_for(lambda a, b: span(0, mg, a * 64, min(b * 64, p)), -(-p // 64))
-    else:
-        parallel_for(lambda a, b: span(a, b, 0, p), mg, min_chunk=4)
-
-
-def _pointwise_native(
-    fn: int,
-    wm: np.ndarray,
-    xm: np.ndarray,
-    y: np.ndarray,
-    bias: np.ndarray | None,
-    z: np.ndarray | None,
-    act: int,
-    alpha: float,
-    beta: float,
-) -> bool:
-    """_pointwise's product as a GEMM job of the native pool (blas.gemm_span with a
-    per-row bias and the residual): the workers run their spans without the GIL, where
-    Python spans handed it back and forth and measured no faster on 2 threads than on
-    one. False when the pool is busy or an operand isn't a plain C-contiguous array."""
-    mg, p = y.shape
-    c = wm.shape[1]
-    ok = wm.flags.c_contiguous and xm.flags.c_contiguous and y.flags.c_contiguous
-    if z is not None:
-        ok = ok and z.shape == y.shape and z.flags.c_contiguous and z.dtype == np.float32
-    if bias is not None:
-        bias = np.ascontiguousarray(bias, dtype=np.float32)
-    pool = native_pool() if ok else None
-    if pool is None:
-        return False
-    try:
-        threads = num_threads()
-        axis = 1 if p >= mg else 0  # split the longer side: columns in 64s, rows in 8s
-        units = -(-(p if axis else mg) // (64 if axis else 8))
-        parts = min(units, 2 * threads, MAX_SPANS)
-        step = 64 if axis else 8
-        cuts = [units * i // parts * step for i in range(parts)]
-        bounds = np.array([*cuts, p if axis else mg], dtype=np.int64)
-        pool.ctrl[ARGS : ARGS + blas.G_ARGS] = (
-            fn,
-            blas.NO_TRANS,
-            mg,
-            p,
-            c,
-            wm.ctypes.data,
-            c,
-            xm.ctypes.data,
-            p,
-            y.ctypes.data,
-            p,
-            0 if bias is None else bias.ctypes.data,
-            act,
-            axis,
-            0,
-            p,
-            1,
-            0 if z is None else z.ctypes.data,
-        )
-        pool.fctrl[0], pool.fctrl[1] = alpha, beta
-        pool.run_native(KIND_GEMM, bounds)
-    finally:
-        pool.busy.release()
-    return True
-
-
 def _tiles(ck: int, width: int, oh: int, mg: int) -> int:
     """Output rows per im2col tile: a column matrix of about _TILE_ELEMS floats, and
     at least two tiles per thread when the conv is worth splitting."""
     rows = max(1, min(oh, _TILE_ELEMS // max(ck * width, 1)))
-    if num_threads() > 1 and mg * ck * oh * width >= _PARALLEL_MACS:
+    if num_threads() > 1 and mg * ck * oh * width >= PARALLEL_MACS:
         rows = min(rows, -(-oh // (2 * num_threads())))
     return max(rows, 1)
 
@@ -378,7 +249,7 @@ def _im2col_gemm(
     ow = geo.ow
     oh = y.shape[1] // ow
     mg, p = y.shape
-    if num_threads() > 1 and p < mg and mg * ck * p >= _PARALLEL_MACS:
+    if num_threads() > 1 and p < mg and mg * ck * p >= PARALLEL_MACS:
         # few pixels, many channels (deep layers): tiles by rows would each repack the
         # whole weight matrix, so build the column matrix once and split the channels
         cols = np.empty((ck, p), dtype=np.float32)

@@ -16,7 +16,9 @@ constant weights that way (as an (M, Cg, KH, KW) view, so the op's semantics sta
 
 Against im2col + one sgemm this saves the column-matrix copy (9x the input for 3x3)
 at the price of KH*KW sgemm calls with K = Cg: worth it when Cg and the output width
-are large enough for those products to run at full speed (see `use_taps`).
+are large enough for those products to run at full speed (see `use_taps`). With 2+
+threads the tiles of output rows (or, for few rows, ranges of channels) are a native
+job of the pool (kernels/taps_job.py holds the tile kernels and the span).
 References: tests/unit/kernels/test_conv_taps.py (float64 numpy conv).
 """
 
@@ -29,7 +31,8 @@ import numpy as np
 
 from onnxexec.kernels import blas
 from onnxexec.kernels.activations import act_row
-from onnxexec.kernels.parallel import num_threads, parallel_for
+from onnxexec.kernels.parallel import ARGS, KIND_TAPS, MAX_SPANS, native_pool, num_threads
+from onnxexec.kernels.taps_job import TAPS_ARGS, _taps_span
 
 f32 = np.float32
 _NO_BIAS = np.zeros(1, dtype=np.float32)
@@ -38,6 +41,7 @@ _MIN_CG = 16  # input channels per group below which K = Cg products run slowly
 _MIN_OW = 10  # output widths below which the junk columns and short products cost more
 _TILE_FLOATS = 1 << 16  # output tile (M x rows * wq) kept around 256 KiB
 _PARALLEL_MACS = 1 << 19  # smaller convs stay on one thread
+TAP_SPANS = 2  # spans per thread
 
 
 def ohwi(w: np.ndarray) -> bool:
@@ -80,63 +84,6 @@ def _split_phases(x, c0, c1, ph, pw, sh, sw, xq):
                     s = src[col_v : col_v + (cnt - 1) * sw + 1 : sw]
                     for k in range(cnt):
                         dst[k] = s[k]
-
-
-@nb.njit(nogil=True, cache=True, error_model="numpy")
-def _taps_rows(fn, xq, w, m0, m1, geo, i0, i1, ext, y, bias, has_b, z, has_z, code, al, be):
-    """Output rows [i0, i1) of channels [m0, m1): ext (m1 - m0, rows * wq) = sum over taps
-    of w[m0:m1, a, b, :] @ xq tap matrix, then y[m, i * OW + j] = act(ext + bias + z).
-
-    xq (S, Cg, hq, wq) phase planes, w (M, KH, KW, Cg) C-contiguous, y / z (M, OH * OW).
-    geo = (KH, KW, sh, sw, dh, dw, OW)."""
-    kh, kw, sh, sw, dh, dw, ow = geo
-    cg, hq, wq = xq.shape[1], xq.shape[2], xq.shape[3]
-    rows = i1 - i0
-    n = rows * wq
-    mm = m1 - m0
-    ldw = kh * kw * cg
-    wbase = w.ctypes.data + 4 * m0 * ldw
-    for a in range(kh):
-        for b in range(kw):
-            ra, cb = a * dh, b * dw
-            plane = (ra % sh) * sw + cb % sw
-            off = (i0 + ra // sh) * wq + cb // sw
-            src = xq.ctypes.data + 4 * (plane * cg * hq * wq + off)
-            beta = f32(0.0) if a == 0 and b == 0 else f32(1.0)
-            wt = wbase + 4 * (a * kw + b) * cg
-            blas.sgemm(
-                fn, blas.NO_TRANS, mm, n, cg, wt, ldw, src, hq * wq, ext.ctypes.data, n, beta
-            )
-    tmp = np.empty(ow, dtype=np.float32)
-    scratch = np.empty(ow, dtype=np.int32)
-    a32, b32 = f32(al), f32(be)
-    for r in range(mm):
-        m = m0 + r
-        b0 = bias[m] if has_b else f32(0.0)
-        for i in range(rows):
-            src_row = ext[r, i * wq : i * wq + ow]
-            dst = y[m, (i0 + i) * ow : (i0 + i + 1) * ow]
-            if has_z:
-                zr = z[m, (i0 + i) * ow : (i0 + i + 1) * ow]
-                for j in range(ow):
-                    dst[j] = src_row[j] + b0 + zr[j]
-            else:
-                for j in range(ow):
-                    dst[j] = src_row[j] + b0
-            act_row(dst, code, a32, b32, tmp, scratch)
-
-
-@nb.njit(nogil=True, cache=True, error_model="numpy")
-def _taps_span(fn, xq, w, m0, m1, geo, oh, t0, t1, rpt, y, bias, has_b, z, has_z, code, al, be):
-    """Tiles [t0, t1) of `rpt` output rows each, channels [m0, m1)."""
-    wq = xq.shape[3]
-    mm = m1 - m0
-    ext = np.empty(mm * rpt * wq, dtype=np.float32)
-    for t in range(t0, t1):
-        i0 = t * rpt
-        i1 = min(oh, i0 + rpt)
-        e = ext[: mm * (i1 - i0) * wq].reshape((mm, (i1 - i0) * wq))  # sgemm's ldc = n
-        _taps_rows(fn, xq, w, m0, m1, geo, i0, i1, e, y, bias, has_b, z, has_z, code, al, be)
 
 
 def phase_planes(
@@ -192,41 +139,39 @@ def conv_taps(
             fn, xq, w, 0, m, geo, oh, 0, tiles, rpt, y, bb, has_b, zz, has_z, act, alpha, beta
         )
         return
-    if oh >= 2 * threads:
-        rpt = min(rpt, -(-oh // (2 * threads)))
+    spans = TAP_SPANS * threads
+    chans = oh < spans  # few output rows: split the channels (in 16s) instead
+    if chans:
+        units = -(-m // 16)
+        parts = min(units, spans, MAX_SPANS)
+        bounds = [units * k // parts * 16 for k in range(parts)] + [m]
+    else:
+        rpt = min(rpt, -(-oh // spans))
         tiles = -(-oh // rpt)
-
-        def rows(t0: int, t1: int) -> None:
-            _taps_span(
-                fn, xq, w, 0, m, geo, oh, t0, t1, rpt, y, bb, has_b, zz, has_z, act, alpha, beta
-            )
-
-        parallel_for(rows, tiles)
+        parts = min(tiles, MAX_SPANS)
+        bounds = [tiles * k // parts for k in range(parts + 1)]
+    pool = native_pool()
+    if pool is not None:
+        try:
+            pool.ctrl[ARGS : ARGS + TAPS_ARGS] = (
+                fn, xq.ctypes.data, *xq.shape, w.ctypes.data, m, kh, kw, *geo[2:6], oh, ow,
+                rpt, y.ctypes.data, 0 if bias is None else bias.ctypes.data,
+                0 if z is None else z.ctypes.data, act, int(chans),
+            )  # fmt: skip
+            pool.fctrl[0], pool.fctrl[1] = alpha, beta
+            pool.run_native(KIND_TAPS, np.array(bounds, dtype=np.int64))
+        finally:
+            pool.busy.release()
         return
-
-    def chans(m0: int, m1: int) -> None:
-        _taps_span(
-            fn,
-            xq,
-            w,
-            m0,
-            m1,
-            geo,
-            oh,
-            0,
-            -(-oh // rpt),
-            rpt,
-            y,
-            bb,
-            has_b,
-            zz,
-            has_z,
-            act,
-            alpha,
-            beta,
+    # the pool is busy (another session's job): the same spans on this thread
+    t_all = -(-oh // rpt)
+    for k in range(len(bounds) - 1):
+        m0, m1, t0, t1 = (
+            (bounds[k], bounds[k + 1], 0, t_all) if chans else (0, m, *bounds[k : k + 2])
         )
-
-    parallel_for(chans, m, min_chunk=16)
+        _taps_span(
+            fn, xq, w, m0, m1, geo, oh, t0, t1, rpt, y, bb, has_b, zz, has_z, act, alpha, beta
+        )
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")

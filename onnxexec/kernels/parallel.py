@@ -45,7 +45,15 @@ from itertools import count
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels import blas, depthwise_planes, im2col_job, mha_job, sgemm_packed
+from onnxexec.kernels import (
+    blas,
+    conv_rows,
+    depthwise_planes,
+    im2col_job,
+    mha_job,
+    sgemm_packed,
+    taps_job,
+)
 from onnxexec.kernels.blas import (
     atomic_add,
     atomic_cas,
@@ -66,7 +74,8 @@ _SPIN_SECONDS = 2e-4  # how long a hand-off spins before it sleeps (see _Pool._a
 CLAIM, DONE, SLEEPERS = 0, 8, 16
 KIND, NSPANS, WAITING, SYSC, TICKS, IDLE_TS, ARGS, BOUNDS = 32, 33, 34, 35, 36, 37, 40, 64
 MAX_SPANS = 32
-KIND_PY, KIND_GEMM, KIND_PACKED, KIND_DW, KIND_IM2COL, KIND_ATTN = 0, 1, 2, 3, 4, 7
+KIND_PY, KIND_GEMM, KIND_PACKED, KIND_DW, KIND_IM2COL = 0, 1, 2, 3, 4
+KIND_IM2ROW, KIND_TAPS, KIND_ATTN = 5, 6, 7
 # CLAIM word: job number << 36 | kind << 32 | spans << 16 | next span
 _SPAN_BITS, _KIND_SHIFT, _JOB_SHIFT = 0xFFFF, 32, 36
 
@@ -107,6 +116,10 @@ def _run(ctrl, fctrl, i):
         im2col_job.im2col_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
     elif ctrl[KIND] == KIND_ATTN:
         mha_job.attn_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
+    elif ctrl[KIND] == KIND_IM2ROW:
+        conv_rows.im2row_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
+    elif ctrl[KIND] == KIND_TAPS:
+        taps_job.taps_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
     atomic_add(ctrl, DONE, 1)
     if atomic_load(ctrl, WAITING):
         futex_wake(ctrl[SYSC], ctrl, DONE)

@@ -1,12 +1,13 @@
 """ORT_ENABLE_ALL layout pass: constant KxK conv weights stored "OHWI" for the
-tap-GEMM conv kernel (kernels/conv_taps.py).
+tap-GEMM and im2row conv kernels (kernels/conv_taps.py, kernels/conv_rows.py).
 
 The weight keeps its name, shape (M, Cg, KH, KW) and values: only its memory order
 changes (an (M, KH, KW, Cg) C-contiguous array seen through a transposed view), so
-every reader still sees the same tensor and the saved model is unchanged. The kernel
-then reads each tap's (M, Cg) matrix in place. A weight is re-stored only when every
-node reading it is a float32 FusedConv whose output width is known and for which the
-kernel picks the tap path (`use_taps`); anything else would pay a copy per call.
+every reader still sees the same tensor and the saved model is unchanged. The kernels
+then read each tap's (M, Cg) matrix, or the whole (M, KH*KW*Cg) matrix, in place. A
+weight is re-stored only when every node reading it is a float32 FusedConv whose
+output shape is known and for which the kernel picks one of those paths (`use_taps`,
+`use_rows`); anything else would pay a copy per call.
 Runs after prepack, which would otherwise turn the view back into OIHW.
 """
 
@@ -29,10 +30,16 @@ def _wants_taps(n: Node, facts: dict, ed: GraphEditor) -> bool:
     x = facts.get(n.inputs[0])
     if f is None or f.shape is None or len(f.shape) != 4 or x is None or x.elem != f.elem:
         return False
-    ow = f.shape[3]
+    m, cg, kh, kw = w.shape
+    oh, ow = f.shape[2], f.shape[3]
+    group = n.attrs.get("group", 1)
+    if not isinstance(ow, int) or not isinstance(group, int) or group < 1:
+        return False
+    from onnxexec.kernels.conv_rows import use_rows
     from onnxexec.kernels.conv_taps import use_taps
 
-    return isinstance(ow, int) and use_taps(w.shape[1], ow, w.shape[2], w.shape[3])
+    rows = isinstance(oh, int) and use_rows(cg, m // group, oh * ow, kh, kw)
+    return rows or use_taps(cg, ow, kh, kw)
 
 
 def conv_layout(g: Graph) -> Graph:

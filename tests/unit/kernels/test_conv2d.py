@@ -100,6 +100,8 @@ def test_depthwise_fused_against_reference(threads, shape, mult, k, s, p, d, act
         ((1, 96, 7, 7), (512, 96, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # pointwise, channel split
         ((1, 16, 56, 56), (96, 16, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # pointwise, column split
         ((1, 64, 14, 14), (256, 64, 1, 1), (2, 2), (0, 0, 0, 0), 1),  # strided 1x1
+        ((2, 24, 15, 13), (40, 24, 1, 1), (2, 3), (0, 0, 0, 0), 1),  # strided 1x1, odd, batch
+        ((1, 32, 9, 9), (48, 16, 1, 1), (2, 2), (0, 0, 1, 1), 2),  # strided grouped, end pads
         ((1, 3, 64, 61), (16, 3, 3, 3), (2, 2), (1, 1, 1, 0), 1),  # gather row tiles (native)
         ((1, 6, 96, 100), (16, 3, 3, 3), (2, 2), (0, 1, 2, 1), 2),  # row tiles, grouped, odd pads
     ],
@@ -152,7 +154,7 @@ def test_pointwise_gemm_job_bias_per_channel_and_residual(threads, mg, c, p, has
     """1x1 convs big enough for the pool run as native GEMM jobs (split over pixels
     when they outnumber the channels, else over channels): bias per output channel,
     the residual, the activation, against float64 numpy."""
-    from onnxexec.kernels.conv2d import _pointwise
+    from onnxexec.kernels.conv_gemm import pointwise as _pointwise
 
     w, x = _rand(mg, c, seed=1), _rand(c, p, seed=2)
     b = _rand(mg, seed=3) if has_b else None

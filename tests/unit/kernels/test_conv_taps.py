@@ -12,6 +12,7 @@ import pytest
 from onnxexec.kernels import parallel
 from onnxexec.kernels.activations import ACT
 from onnxexec.kernels.conv2d import conv2d
+from onnxexec.kernels.conv_rows import use_rows
 from onnxexec.kernels.conv_taps import ohwi, to_ohwi, use_taps
 
 
@@ -58,7 +59,8 @@ CASES = [
     ((1, 16, 31, 30), (8, 16, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1),  # 7x7 stride 2
     ((1, 32, 18, 26), (48, 16, 3, 3), (1, 1), (1, 0, 2, 1), (1, 1), 2),  # grouped, asym pads
     ((1, 16, 40, 32), (256, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # several row tiles
-    ((1, 64, 3, 24), (96, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 3 rows: channel split
+    ((1, 64, 3, 40), (96, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 3 rows: channel split
+    ((1, 32, 2, 60), (40, 32, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # channels off the 16s
 ]
 
 
@@ -70,6 +72,8 @@ def test_taps_against_reference(threads, shape, wshape, s, p, d, group, act) -> 
     b = _rand(wshape[0], seed=2)
     want, out_hw = _reference(x, w, b, s, p, d, group)
     assert use_taps(wshape[1], out_hw[1], wshape[2], wshape[3])
+    p_out = out_hw[0] * out_hw[1]
+    assert not use_rows(wshape[1], wshape[0] // group, p_out, wshape[2], wshape[3])
     wo = to_ohwi(w)
     assert ohwi(wo) and not ohwi(w) and np.array_equal(wo, w)
     alpha, beta = (-1.0, 1.5) if act == "Clip" else (0.0, 0.0)
@@ -93,6 +97,25 @@ def test_taps_residual(threads, shape, wshape, s, p, d, group) -> None:
     z = _rand(*want.shape, seed=3)
     got = conv2d(x, to_ohwi(w), None, s, p[:2], d, group, out_hw, ACT["Relu"], z=z)
     np.testing.assert_allclose(got, np.maximum(want + z, 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[-2]], ids=["rows", "channels"])
+def test_taps_with_the_pool_busy(case) -> None:
+    """Another caller holds the pool: the same spans run on the calling thread."""
+    shape, wshape, s, p, d, group = case
+    old = parallel.num_threads()
+    parallel.set_num_threads(2)
+    pool = parallel.native_pool()
+    assert pool is not None
+    try:
+        x = _rand(*shape)
+        w = _rand(*wshape, seed=1) * np.float32(0.2)
+        want, out_hw = _reference(x, w, None, s, p, d, group)
+        got = conv2d(x, to_ohwi(w), None, s, p[:2], d, group, out_hw)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    finally:
+        pool.busy.release()
+        parallel.set_num_threads(old)
 
 
 def test_use_taps_thresholds() -> None:

@@ -1,5 +1,6 @@
-"""ir.passes.conv_layout: tap-path FusedConv weights re-stored OHWI (same name, shape and
-values), others untouched; optimized and unoptimized graphs give the same outputs."""
+"""ir.passes.conv_layout: tap- and im2row-path FusedConv weights re-stored OHWI (same
+name, shape and values), others untouched; optimized and unoptimized graphs give the
+same outputs."""
 
 from __future__ import annotations
 
@@ -31,6 +32,16 @@ def test_wide_3x3_weights_restored_ohwi() -> None:
         assert ohwi(w) and w.shape == g.initializers[name].shape
         assert np.array_equal(w, g.initializers[name])
     assert_same_outputs(g, out, {"x": rand(1, 16, 20, 20, seed=9)}, rtol=1e-4, atol=1e-4)
+
+
+def test_deep_narrow_3x3_weights_restored_ohwi() -> None:
+    """Fewer output pixels than channels: the im2row path (conv_rows.use_rows)."""
+    g = fuse_activation(_convs([(64, 16, 3, 3), (80, 64, 3, 3)], [1, 16, 7, 7]))
+    out = conv_layout(g)
+    for name in ("w0", "w1"):
+        assert ohwi(out.initializers[name])
+        assert np.array_equal(out.initializers[name], g.initializers[name])
+    assert_same_outputs(g, out, {"x": rand(1, 16, 7, 7, seed=9)}, rtol=1e-4, atol=1e-4)
 
 
 def test_non_matching_convs_untouched() -> None:
