@@ -22,9 +22,11 @@ nothing) and scipy.linalg loads only for code that uses it.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -184,16 +186,16 @@ _when_imported("numba.core.caching", _load_without_refresh)
 def _nrt_from_object_cache(nrtdynmod: ModuleType) -> None:
     """Load numba's runtime functions (NRT) from object code cached on disk.
 
-        Every process that runs a kernel first compiles the NRT module (atomic refcount
-        helpers numba's allocations call) with LLVM's full optimization pipeline: that
-        first compile of the process sets up the pass managers and costs ~30 MB of RSS and
-        ~30 ms, before any kernel is even loaded. Our kernels come from numba's cache as
-        object code, so nothing else in a warm process runs the optimizer. Here the NRT
-        library is cached the same way, where numba keeps ours (NUMBA_CACHE_DIR or
-    kernels/__pycache__), under a key of the
-        module's IR text and the codegen's magic tuple (target triple, CPU name, features:
-        what numba keys its caches on), and loaded with `unserialize_library` like a cached
-        kernel (measured: +10 MB instead of +30 MB). Any failure falls back to compiling.
+    Every process that runs a kernel first compiles the NRT module (atomic refcount
+    helpers numba's allocations call) with LLVM's full optimization pipeline: that
+    first compile of the process sets up the pass managers and costs ~30 MB of RSS and
+    ~30 ms, before any kernel is even loaded. Our kernels come from numba's cache as
+    object code, so nothing else in a warm process runs the optimizer. Here the NRT
+    library is cached the same way, where numba keeps ours (NUMBA_CACHE_DIR or
+    kernels/__pycache__), under a key of the module's IR text and the codegen's magic
+    tuple (target triple, CPU name, features: what numba keys its caches on), and
+    loaded with `unserialize_library` like a cached kernel (measured: +10 MB instead of
+    +30 MB). Any failure falls back to compiling.
     """
     compile_nrt = getattr(nrtdynmod, "compile_nrt_functions", None)
     create = getattr(nrtdynmod, "create_nrt_module", None)
@@ -211,8 +213,6 @@ def _nrt_from_object_cache(nrtdynmod: ModuleType) -> None:
 
 
 def _cached_nrt(ctx: Any, create: Callable[[Any], Any]) -> Any:
-    import hashlib
-    import os
     import pickle
     import tempfile
 
@@ -262,8 +262,6 @@ def _drop_stale_caches(caching: ModuleType) -> None:
     mismatch clears them all once; numba then recompiles on first use. Hashing the
     sources costs ~2 ms per process that loads numba.
     """
-    import hashlib
-    import os
 
     folder = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256()
@@ -283,7 +281,6 @@ def _drop_stale_caches(caching: ModuleType) -> None:
 
 
 def _clear_if_changed(cache: str, stamp: str) -> None:
-    import os
 
     path = os.path.join(cache, "onnxexec-kernels.sha256")
     try:

@@ -85,7 +85,7 @@ def attention(
     if mask is not None:
         m4 = np.broadcast_to(mask.astype(np.float32, copy=False), (b, h, t, s))
     if _blas_views(q, kt, v):
-        _native(q, kt, v, mask, scale, nan_to_zero, out)
+        _native(q, kt, v, m4, scale, nan_to_zero, out)
         return out
 
     def heads(i0: int, i1: int) -> None:
@@ -107,13 +107,14 @@ def _native(
     q: np.ndarray,
     kt: np.ndarray,
     v: np.ndarray,
-    mask: np.ndarray | None,
+    m4: np.ndarray | None,
     scale: float,
     nan_to_zero: bool,
     out: np.ndarray,
 ) -> None:
     """attention() on per-head BLAS views: spans of heads as a native pool job
-    (kernels/mha_job.py), or on this thread when the pool is busy or absent."""
+    (kernels/mha_job.py), or on this thread when the pool is busy or absent. m4 is
+    the float32 mask broadcast to (B, H, T, S), or None."""
     b, h, t, dh = q.shape
     hkv, s = kt.shape[1], kt.shape[3]
     flags = NAN_TO_ZERO if nan_to_zero else 0
@@ -122,10 +123,10 @@ def _native(
     tv, ldv = _ld(v[0, 0])
     flags |= (TRANS_K if tk else 0) | (TRANS_V if tv else 0)
     mk, mbh = None, 0
-    if mask is not None:
-        m4 = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
-        mb, mh = (1 if m4.shape[0] == 1 else b), (1 if m4.shape[1] == 1 else h)
-        mk = np.ascontiguousarray(np.broadcast_to(m4, (mb, mh, t, s)), dtype=np.float32)
+    if m4 is not None:
+        # batch / head axes the mask broadcasts over (stride 0) stay of size 1
+        mb, mh = (1 if m4.strides[0] == 0 else b), (1 if m4.strides[1] == 0 else h)
+        mk = np.ascontiguousarray(m4[:mb, :mh])
         mbh = mb * 65536 + mh
     st = [x // 4 for x in (*q.strides[:2], *kt.strides[:2], *v.strides[:2])]
     args = np.array(

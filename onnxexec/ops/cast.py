@@ -118,9 +118,9 @@ def _from_strings(x: np.ndarray, dt: np.dtype, saturate: bool, round_mode: str) 
     sub = _sub_byte(dt)
     base = dt if sub is None else sub
     if base.kind in "iu":
-        bits = 8 * base.itemsize if _sub_byte(dt) is None else 64
+        bits = 8 * base.itemsize if sub is None else 64
         ints = [_parse_int(s) & ((1 << bits) - 1) for s in items]
-        if base.kind == "i" or _sub_byte(dt) is not None:  # wrap into two's complement
+        if base.kind == "i" or sub is not None:  # wrap into two's complement
             ints = [v - (1 << bits) if v >= 1 << (bits - 1) else v for v in ints]
         wide = np.array(ints, dtype=np.uint64 if base == np.uint64 else np.int64)
         return _cast_numeric(wide.reshape(x.shape), dt, saturate, round_mode)
