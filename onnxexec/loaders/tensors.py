@@ -114,6 +114,10 @@ def _plain_layout(t: TensorProto) -> tuple[np.dtype, tuple[int, ...]] | None:
     return None if any(d < 0 for d in shape) else (dtype, shape)
 
 
+_ALIGN = 64
+_ALIGN_FROM = 1 << 16  # bytes
+
+
 def empty_for_raw(t: TensorProto, length: int) -> np.ndarray | None:
     """An uninitialized array of `t`'s dtype and dims for its `length` raw bytes.
 
@@ -128,7 +132,14 @@ def empty_for_raw(t: TensorProto, length: int) -> np.ndarray | None:
     dtype, shape = layout
     if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != length:
         return None
-    return np.empty(shape, dtype=dtype)
+    if length < _ALIGN_FROM:
+        return np.empty(shape, dtype=dtype)
+    # Big weights start on a cache line (numpy's large buffers start 16 bytes past a
+    # page): the packed-GEMM pass may repack one over its own bytes, and its panel
+    # rows then stay cache-line aligned (kernels/sgemm_packed.py).
+    buf = np.empty(length + _ALIGN, dtype=np.uint8)
+    skip = -buf.ctypes.data % _ALIGN
+    return buf[skip : skip + length].view(dtype).reshape(shape)
 
 
 # Typed repeated fields numpy_helper reads each element type from (onnx.proto's

@@ -13,6 +13,7 @@ from onnxexec.errors import InvalidFeedError
 from onnxexec.ir.graph import Graph, ValueInfo
 from onnxexec.ir.onnx_pb import ModelProto
 from onnxexec.ir.passes import optimize
+from onnxexec.ir.passes.pack_weights import WeightOwnership
 from onnxexec.ir.types import TensorType
 from onnxexec.loaders.onnx_proto import load_onnx
 from onnxexec.runtime import threads
@@ -105,8 +106,11 @@ class InferenceSession:
         set_threads(self._options.intra_op_num_threads, blas_threads=1 if level >= 2 else None)
         with self._span("model_loading_uri"):
             loaded = load_graph(path_or_bytes)
+        # A graph we loaded ourselves is ours: the layout passes may pack its weights
+        # over their own bytes rather than next to them (peak RSS: one model, not two).
+        owner = WeightOwnership() if _reloadable(path_or_bytes) else None
         with self._span("session_initialization"):
-            self._optimized = optimize(loaded, level)
+            self._optimized = optimize(loaded, level, owner)
             if self._options.optimized_model_filepath:
                 from onnxexec.ir.export import save_model  # imports onnx: only when asked
 
@@ -124,10 +128,13 @@ class InferenceSession:
         self._graph_name = loaded.name
         # The loaded graph still holds every weight the optimizer replaced (folded,
         # fused, pre-packed): a second copy of the model. Keep it only when that costs
-        # little or cannot be re-read; `graph` loads it again on demand otherwise.
+        # little or cannot be re-read; `graph` loads it again on demand otherwise. Once
+        # weights were packed over their bytes it is spent, and always dropped.
         self._graph: Graph | None = loaded
         self._source: Any = None
-        if _reloadable(path_or_bytes) and _replaced_bytes(loaded, self._optimized) > _KEEP_BYTES:
+        if owner is not None and (
+            owner.consumed or _replaced_bytes(loaded, self._optimized) > _KEEP_BYTES
+        ):
             self._graph, self._source = None, path_or_bytes
 
     @property

@@ -4,10 +4,14 @@ session creation), so no call repacks them the way BLAS does.
 
 A 2-D float32 weight W (K, N) (transB folded in) becomes its packed (ceil(N/NR), K, NR)
 copy (NR = 32 on AVX-512 hosts, 16 on AVX2) and the node gets attribute packed = N.
-Only weights that nothing else reads are packed, and the original is dropped, so the
-resident weights do not double (a tied embedding / output projection stays with BLAS);
-weights under _MIN_SIZE values stay with BLAS too (packing gains nothing there, and a
-small model then need not import numba).
+Only weights that nothing else reads are packed, and the original is dropped (a tied
+embedding / output projection stays with BLAS); weights under _MIN_SIZE values stay
+with BLAS too (packing gains nothing there, and a small model then need not import
+numba). While the pass runs, the loaded graph still holds every original, so a packed
+copy doubles the resident weights at the peak. A caller that owns the weights (a
+session that loaded the model itself, see WeightOwnership) lets the pass pack a weight
+over its own bytes instead, when no other tensor shares its buffer and its N is a
+multiple of NR: one scratch copy of the largest weight is then all the pass adds.
 
 On by default where the AVX-512 tiles run: at transformer shapes they reach 1.2-1.5x
 the throughput of OpenBLAS's sgemm on the same threads (benchmarks/
@@ -19,7 +23,12 @@ stays opt-in: the 16-wide kernels were not measured faster than BLAS there).
 from __future__ import annotations
 
 import os
+from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,7 +40,65 @@ _OPS = ("FusedMatMul", "FusedMatMulGroup")
 _MIN_SIZE = 1 << 16  # K * N below which a weight stays unpacked
 
 
-def _packable(ed: GraphEditor, n: Node) -> np.ndarray | None:
+@dataclass
+class WeightOwnership:
+    """Handed to optimize() by a caller whose graph's weights no one else can see: the
+    pass may then overwrite them in place. `consumed` counts the weights overwritten;
+    when it is non-zero the caller must not read the graph it passed in again."""
+
+    consumed: int = 0
+
+
+_OWNER: ContextVar[WeightOwnership | None] = ContextVar("onnxexec_weight_owner", default=None)
+
+
+@contextmanager
+def owned_weights(owner: WeightOwnership | None) -> Iterator[None]:
+    token = _OWNER.set(owner)
+    try:
+        yield
+    finally:
+        _OWNER.reset(token)
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _root_uses(g: Graph) -> Counter[int]:
+    """How many initializers (nested graphs' included) view each root buffer."""
+    uses: Counter[int] = Counter()
+
+    def walk(gr: Graph) -> None:
+        for v in gr.initializers.values():
+            if isinstance(v, np.ndarray):
+                uses[id(_root(v))] += 1
+        for n in gr.nodes:
+            for sg in n.subgraphs():
+                walk(sg)
+
+    walk(g)
+    return uses
+
+
+def _writable_bytes(src: np.ndarray, uses: Counter[int]) -> np.ndarray | None:
+    """A writable flat float32 view of exactly `src`'s bytes when the pass may pack over
+    them: src C-contiguous with N % nr == 0 (checked by the caller), its buffer
+    allocated by numpy and viewed by no other initializer."""
+    root = _root(src)
+    if not (src.flags.c_contiguous and root.flags.owndata and uses[id(root)] == 1):
+        return None
+    offset = src.ctypes.data - root.ctypes.data
+    if offset < 0 or offset + src.nbytes > root.nbytes or not root.flags.c_contiguous:
+        return None
+    root.flags.writeable = True
+    return np.ndarray(src.size, np.float32, buffer=root, offset=offset)
+
+
+def _packable(ed: GraphEditor, n: Node) -> tuple[np.ndarray, bool] | None:
+    """(the stored weight, whether the node reads it transposed) of a node to pack."""
     if n.domain != D or n.op_type not in _OPS or n.attrs.get("packed", 0) or len(n.inputs) < 2:
         return None
     w = ed.const(n.inputs[1])
@@ -45,7 +112,7 @@ def _packable(ed: GraphEditor, n: Node) -> np.ndarray | None:
         or n.inputs[0] == n.inputs[1]
     ):
         return None
-    return w.T if n.attrs.get("transB", 0) else w
+    return w, bool(n.attrs.get("transB", 0))
 
 
 def pack_weights(g: Graph) -> Graph:
@@ -62,17 +129,42 @@ def pack_weights(g: Graph) -> Graph:
     if not sgemm_packed.AVAILABLE or not (sgemm_packed.AVX512 or force == "1"):
         return g
     todo = [(n, w) for n, w in todo if ed.claim([n])]
-    # Two threads (numpy's copy releases the GIL): most of the cost is the first touch
-    # of the packed copies' fresh pages, which ran 0.4 GB/s on one thread of this VM
-    # and twice that on two.
+    nr = sgemm_packed.NR
+    owner = _OWNER.get()
+    uses = _root_uses(g) if owner is not None else Counter()
+    in_place: list[tuple[int, np.ndarray]] = []
+    for i, (_, (src, trans)) in enumerate(todo):
+        if owner is not None and (src.shape[0] if trans else src.shape[1]) % nr == 0:
+            dst = _writable_bytes(src, uses)
+            if dst is not None:
+                in_place.append((i, dst))
+    packed: list[np.ndarray | None] = [None] * len(todo)
+    # Two threads (numpy's copy releases the GIL): for a copy most of the cost is the
+    # first touch of its fresh pages, which ran 0.4 GB/s on one thread of this VM and
+    # twice that on two.
     with ThreadPoolExecutor(min(2, os.cpu_count() or 1)) as ex:
-        packed = list(ex.map(sgemm_packed.pack, [w for _, w in todo]))
-    for (n, w), wp in zip(todo, packed, strict=True):
-        name = ed.add_const(f"{n.inputs[1]}__packed{sgemm_packed.NR}", wp)
+        if in_place:
+            scratch = np.empty(max(todo[i][1][0].size for i, _ in in_place), np.float32)
+            for i, dst in in_place:
+                src, trans = todo[i][1]
+                packed[i] = sgemm_packed.pack_in_place(dst, src, trans, scratch, nr, ex)
+                packed[i].flags.writeable = False
+            del scratch
+            owner.consumed += len(in_place)
+        rest = [i for i, p in enumerate(packed) if p is None]
+        copies = ex.map(lambda i: sgemm_packed.pack(_as_kn(*todo[i][1])), rest)
+        for i, wp in zip(rest, copies, strict=True):
+            packed[i] = wp
+    for (n, (src, trans)), wp in zip(todo, packed, strict=True):
+        name = ed.add_const(f"{n.inputs[1]}__packed{nr}", wp)
         ed.inits.pop(n.inputs[1], None)
-        attrs = dict(n.attrs, packed=int(w.shape[1]))
+        attrs = dict(n.attrs, packed=int(src.shape[0] if trans else src.shape[1]))
         if n.op_type == "FusedMatMul":
             attrs["transB"] = 0
         ins = (n.inputs[0], name, *n.inputs[2:])
         ed.replace([n], n, Node(n.op_type, ins, n.outputs, attrs, n.name, D))
     return ed.build() if ed.changed else g
+
+
+def _as_kn(src: np.ndarray, trans: bool) -> np.ndarray:
+    return src.T if trans else src

@@ -24,6 +24,7 @@ from onnxexec.ir.passes.fold_constants import fold_constants
 from onnxexec.ir.passes.fold_shapes import fold_shapes
 from onnxexec.ir.passes.inline_functions import inline_functions
 from onnxexec.ir.passes.lower_gradient import lower_gradient
+from onnxexec.ir.passes.pack_weights import WeightOwnership, owned_weights
 
 log = logging.getLogger("onnxexec")
 
@@ -59,8 +60,11 @@ def _run(g: Graph, passes: list[Pass], rounds: int) -> Graph:
     return g
 
 
-def optimize(g: Graph, level: int = ENABLE_ALL) -> Graph:
-    """`g` rewritten by the passes of `level` (0, 1, 2 or 99); `g` itself at level 0."""
+def optimize(g: Graph, level: int = ENABLE_ALL, owner: WeightOwnership | None = None) -> Graph:
+    """`g` rewritten by the passes of `level` (0, 1, 2 or 99); `g` itself at level 0.
+
+    `owner`: given by a caller that owns `g`'s weights, letting the layout passes
+    overwrite them in place (pack_weights.WeightOwnership says when `g` is spent)."""
     level = int(level)
     if level <= DISABLE_ALL:
         return g
@@ -73,7 +77,8 @@ def optimize(g: Graph, level: int = ENABLE_ALL) -> Graph:
             g = _run(g, _extended(), 2)
             g = _run(g, BASIC, 2)
         if level >= ENABLE_ALL:
-            g = _run(g, _layout(), 1)
+            with owned_weights(owner):
+                g = _run(g, _layout(), 1)
     finally:
         clear_caches()  # drop the intermediate graphs (and their folded arrays)
     return g
