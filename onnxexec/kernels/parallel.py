@@ -280,9 +280,12 @@ class _Pool:
             for i in range(n)
         ]
         self.started = False
+        self.cpus = _process_cpus(n)
+        # what pin_caller leaves the caller: the CPUs no worker is pinned to
+        self.caller_cpus = frozenset(self.cpus[: len(self.cpus) - n]) if self.cpus else None
 
     def _loop(self, index: int) -> None:
-        _pin(index, len(self.workers))
+        _pin(index, self.cpus)
         while not self.closed:
             if _worker(self.ctrl, self.fctrl):
                 job = self.job
@@ -364,22 +367,85 @@ class _Pool:
             self.cv.notify_all()
 
 
-def _pin(index: int, workers: int) -> None:
-    """Keep worker `index` on a core of its own: the last of the process's CPUs for
-    worker 0, the one before for worker 1, ..., leaving the first to the caller.
+def _pin(index: int, cpus: list[int] | None) -> None:
+    """Keep worker `index` on a core of its own: the last of the process's CPUs (`cpus`,
+    read when the pool was made) for worker 0, the one before for worker 1, ...,
+    leaving the first to the caller.
 
     Woken by a futex, a thread is placed next to its waker when the scheduler thinks
     that cache-friendly, and on a 2-vCPU VM the worker then queued behind the very
     thread that had just handed it work while the other vCPU idled: the caller spent
     3-7 ms of a 9 ms MobileNetV2 run waiting for a core (schedstat), which also made
     _adapt take it for contention from other processes. Pinned, a worker can only run
-    where it belongs. Skipped when there are not more CPUs than workers."""
-    if not hasattr(os, "sched_getaffinity"):
+    where it belongs. Skipped (cpus None) when there are not more CPUs than workers."""
+    if cpus is None:
         return
     try:
+        os.sched_setaffinity(0, {cpus[-1 - index]})  # 0: this thread (Linux)
+    except OSError:
+        pass
+
+
+def _process_cpus(workers: int) -> list[int] | None:
+    """The CPUs to spread the caller and `workers` over (None: no more than workers).
+    Read at pool creation: the workers start later, from a run whose caller
+    pin_caller may have pinned, and a thread inherits its creator's affinity."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    try:
         cpus = sorted(os.sched_getaffinity(0))
-        if len(cpus) > workers:
-            os.sched_setaffinity(0, {cpus[-1 - index]})  # 0: this thread (Linux)
+    except OSError:
+        return None
+    return cpus if len(cpus) > workers else None
+
+
+_caller = threading.local()
+
+
+@nb.njit(parallel=True, cache=True)
+def _start_team(out):
+    for i in nb.prange(out.size):
+        out[i] = i
+
+
+def pin_caller() -> set[int] | None:
+    """Keep the calling thread off the workers' cores for one run; returns the affinity
+    unpin_caller restores (None when nothing was changed).
+
+    The workers are pinned (see _pin) but the caller is not, and when it wakes from a
+    sleep between runs the scheduler may place it on a worker's core, behind the
+    worker spinning for the next job while the other vCPU idles. Measured on a 2-vCPU
+    VM with a 0.1 s pause before each MobileNetV2 run: the caller waited 4.7 ms of a
+    17.5 ms run for a core (schedstat), against 0 of 12.2 ms back to back. Nested
+    runs (subgraphs, a session run inside a run) leave the outer pinning alone, and
+    an affinity the application set that holds none of the caller's CPUs is kept."""
+    pool = _pool
+    if pool is None or pool.caller_cpus is None or getattr(_caller, "pinned", False):
+        return None
+    if not getattr(_caller, "warm", False):
+        # numba's OpenMP layer starts a calling thread's team at that thread's first
+        # parallel region, and a new thread inherits its creator's affinity: a team
+        # first started inside a pinned run would share the caller's one core forever
+        _caller.warm = True
+        _start_team(np.zeros(nb.get_num_threads(), dtype=np.int64))
+    try:
+        saved = os.sched_getaffinity(0)
+        target = pool.caller_cpus & saved
+        if not target or target == saved:
+            return None
+        os.sched_setaffinity(0, target)
+    except OSError:
+        return None
+    _caller.pinned = True
+    return saved
+
+
+def unpin_caller(saved: set[int] | None) -> None:
+    if saved is None:
+        return
+    _caller.pinned = False
+    try:
+        os.sched_setaffinity(0, saved)
     except OSError:
         pass
 

@@ -77,3 +77,16 @@ def apply_pending() -> None:
     if _pending and "numba" in sys.modules:
         _set_numba_threads(_pending)
         _pending = 0
+
+
+def pin_caller() -> set[int] | None:
+    """kernels/parallel.py's pin_caller once its pool exists (a no-op before: a model
+    that loads no kernel module has no pool, and importing it here would pull in
+    numba)."""
+    par = sys.modules.get("onnxexec.kernels.parallel")
+    return par.pin_caller() if par is not None else None
+
+
+def unpin_caller(saved: set[int] | None) -> None:
+    if saved is not None:
+        sys.modules["onnxexec.kernels.parallel"].unpin_caller(saved)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -134,3 +135,80 @@ def test_idle_workers_sleep_on_the_futex_and_wake_for_jobs() -> None:
 @pytest.mark.skipif(not blas.SGEMM, reason="numpy without a 64-bit-int OpenBLAS")
 def test_blas_sgemm_found() -> None:
     assert blas.SGEMM > 0
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs Linux thread affinity and at least 2 CPUs",
+)
+def test_caller_kept_off_the_workers_cores_during_a_run() -> None:
+    """pin_caller moves the caller to the CPUs no worker is pinned to and unpin_caller
+    restores its affinity; nested runs leave the outer pinning alone; workers started
+    while the caller is pinned still get their own core (the pool read the process's
+    CPUs when it was made)."""
+    from onnxexec.runtime import threads
+
+    old = parallel.num_threads()
+    before = os.sched_getaffinity(0)
+    cpus = sorted(before)
+    parallel.set_num_threads(2)
+    try:
+        pool = parallel._pool
+        assert not pool.started
+        saved = threads.pin_caller()
+        assert saved == before and os.sched_getaffinity(0) == set(cpus[:-1])
+        assert threads.pin_caller() is None  # nested: already pinned
+        x, w = _rand(64, 128), _rand(128, 256, seed=2)
+        np.testing.assert_allclose(gemm.linear(x, w), _want(x, w, None, 0), rtol=1e-4, atol=1e-4)
+        assert pool.started
+        (worker,) = pool.workers
+        for _ in range(100):  # the worker pins itself first thing in its loop
+            if os.sched_getaffinity(worker.native_id) == {cpus[-1]}:
+                break
+            threading.Event().wait(0.01)
+        assert os.sched_getaffinity(worker.native_id) == {cpus[-1]}
+        threads.unpin_caller(saved)
+        assert os.sched_getaffinity(0) == before
+    finally:
+        parallel.set_num_threads(old)
+        os.sched_setaffinity(0, before)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs Linux thread affinity and at least 2 CPUs",
+)
+def test_parallel_regions_inside_a_pinned_run_keep_every_core() -> None:
+    """A thread's first numba parallel region starts its OpenMP team; pin_caller starts
+    it before pinning, so no team thread inherits the caller's one core."""
+    from onnxexec.runtime import threads
+
+    old = parallel.num_threads()
+    cpus = sorted(os.sched_getaffinity(0))
+    parallel.set_num_threads(2)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            saved = threads.pin_caller()
+            assert saved is not None
+            out = np.zeros(64, dtype=np.int64)
+            parallel._start_team(out)  # a parallel region inside the pinned run
+            assert np.array_equal(out, np.arange(64))
+            threads.unpin_caller(saved)
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    try:
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+        assert not errors
+        pinned = set(cpus[:-1])
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                assert os.sched_getaffinity(int(tid)) != pinned, f"thread {tid} kept the pin"
+            except ProcessLookupError:
+                pass
+    finally:
+        parallel.set_num_threads(old)
