@@ -72,3 +72,13 @@ def row_sumsq(x, mean):
         c = x[j] - mean
         total += c * c
     return total
+
+
+@nb.njit(cache=True, nogil=True)
+def sum_rows(x, scale, out):
+    """out[r] = scale * sum(x[r]) (float64 sums, stored as float32) for x (R, C)
+    float32 C-contiguous: ReduceSum / ReduceMean over trailing axes (a global average
+    pool) in one pass, where numpy's reduction over two trailing axes of a (1, 1280, 7,
+    7) tensor took ~50-180 us for 63K floats."""
+    for r in range(x.shape[0]):
+        out[r] = row_sum(x[r]) * scale

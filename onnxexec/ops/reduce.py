@@ -75,6 +75,30 @@ _KINDS: dict[str, tuple[Callable, Callable]] = {
 }
 
 
+_FAST_MIN = 1 << 14  # elements: smaller reductions stay in numpy (and need no numba)
+
+
+def _trailing_sum(
+    kind: str, data: np.ndarray, axes: tuple[int, ...], keep: bool
+) -> np.ndarray | None:
+    """ReduceSum / ReduceMean of a big C-contiguous float32 tensor over its last axes
+    (global average pooling) by kernels/reduce.sum_rows; None where it doesn't apply."""
+    if kind not in ("sum", "mean") or data.dtype != np.float32 or data.size < _FAST_MIN:
+        return None
+    axes = tuple(sorted(set(axes)))
+    nd = data.ndim
+    if axes != tuple(range(nd - len(axes), nd)) or not data.flags.c_contiguous:
+        return None
+    from onnxexec.kernels.reduce import sum_rows
+
+    lead = data.shape[: nd - len(axes)]
+    cols = int(np.prod(data.shape[nd - len(axes) :]))
+    out = np.empty(int(np.prod(lead)), dtype=np.float32)
+    sum_rows(data.reshape(-1, cols), 1.0 / cols if kind == "mean" else 1.0, out)
+    shape = lead + (1,) * len(axes) if keep else lead
+    return out.reshape(shape)
+
+
 def _reduce(
     kind: str, data: np.ndarray, axes: tuple[int, ...] | None, keepdims: int, noop: int
 ) -> np.ndarray:
@@ -92,6 +116,9 @@ def _reduce(
         axes = tuple(range(data.ndim))
     else:
         axes = norm_axes(axes, data.ndim, f"Reduce[{kind}]")
+    fast = _trailing_sum(kind, data, axes, bool(keepdims))
+    if fast is not None:
+        return fast
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         out = reduce_fn(x, tuple(sorted(set(axes))), bool(keepdims))
     out = np.asarray(out)

@@ -155,3 +155,18 @@ def test_cumsum_axis_and_int_dtype():
     (y,) = run_node("CumSum", [x, np.array(-1, np.int64)], opset=11)
     assert y.dtype == np.int32
     np.testing.assert_array_equal(y, [[0, 1, 3], [3, 7, 12]])
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean"])
+@pytest.mark.parametrize(
+    ("axes", "keepdims"), [([2, 3], 1), ([-1], 0), ([1, 2, 3], 0), ([1, 3], 1)]
+)
+def test_big_trailing_sums_match_float64_numpy(op, axes, keepdims) -> None:
+    # tensors past ops/reduce._FAST_MIN take the compiled row-sum path when the axes
+    # are the trailing ones (a global average pool); [1, 3] is not, and stays in numpy
+    x = RNG.standard_normal((2, 640, 7, 7)).astype(np.float32)
+    x[1, 5, 3, 3] = np.nan  # NaN still propagates
+    (y,) = run_node(op, [x, i64(*axes)], opset=18, keepdims=keepdims)
+    want = REF[op](x.astype(np.float64), tuple(axes), bool(keepdims))
+    assert y.dtype == np.float32 and y.shape == want.shape
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
