@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onnxexec.errors import OnnxExecError
 from onnxexec.ir.graph import Graph, Node
 from onnxexec.ir.passes._editor import GraphEditor
 
@@ -47,6 +48,11 @@ class WeightOwnership:
     when it is non-zero the caller must not read the graph it passed in again."""
 
     consumed: int = 0
+
+
+class WeightsSpentError(OnnxExecError):
+    """Packing in place failed after it had started overwriting the graph's weights:
+    the graph it was given can't be used, so the failure must not be skipped."""
 
 
 _OWNER: ContextVar[WeightOwnership | None] = ContextVar("onnxexec_weight_owner", default=None)
@@ -145,12 +151,16 @@ def pack_weights(g: Graph) -> Graph:
     with ThreadPoolExecutor(min(2, os.cpu_count() or 1)) as ex:
         if in_place:
             scratch = np.empty(max(todo[i][1][0].size for i, _ in in_place), np.float32)
-            for i, dst in in_place:
-                src, trans = todo[i][1]
-                packed[i] = sgemm_packed.pack_in_place(dst, src, trans, scratch, nr, ex)
-                packed[i].flags.writeable = False
-            del scratch
             owner.consumed += len(in_place)
+            try:
+                for i, dst in in_place:
+                    src, trans = todo[i][1]
+                    packed[i] = sgemm_packed.pack_in_place(dst, src, trans, scratch, nr, ex)
+                    packed[i].flags.writeable = False
+            except Exception as e:
+                # the pipeline skips a pass that fails, but `g` is no longer intact
+                raise WeightsSpentError(f"packing weights in place failed: {e}") from e
+            del scratch
         rest = [i for i, p in enumerate(packed) if p is None]
         copies = ex.map(lambda i: sgemm_packed.pack(_as_kn(*todo[i][1])), rest)
         for i, wp in zip(rest, copies, strict=True):

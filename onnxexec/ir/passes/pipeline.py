@@ -24,7 +24,7 @@ from onnxexec.ir.passes.fold_constants import fold_constants
 from onnxexec.ir.passes.fold_shapes import fold_shapes
 from onnxexec.ir.passes.inline_functions import inline_functions
 from onnxexec.ir.passes.lower_gradient import lower_gradient
-from onnxexec.ir.passes.pack_weights import WeightOwnership, owned_weights
+from onnxexec.ir.passes.pack_weights import WeightOwnership, WeightsSpentError, owned_weights
 
 log = logging.getLogger("onnxexec")
 
@@ -53,6 +53,8 @@ def _run(g: Graph, passes: list[Pass], rounds: int) -> Graph:
         for p in passes:
             try:
                 g = p(g)
+            except WeightsSpentError:
+                raise
             except Exception:  # an optimizer bug must not stop the model from running
                 log.warning("graph pass %s failed; skipped", p.__name__, exc_info=True)
         if g is before:

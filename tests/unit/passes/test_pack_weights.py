@@ -147,3 +147,23 @@ def test_session_from_model_proto_leaves_it_intact(tmp_path) -> None:
     np.testing.assert_allclose(y, x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(numpy_helper.to_array(m.graph.initializer[0]), w)
     np.testing.assert_array_equal(sess.graph.initializers["w"], w)
+
+
+def test_failure_after_overwriting_is_not_skipped(monkeypatch) -> None:
+    # the pipeline skips a pass that raises and goes on with its input graph; once
+    # weights were overwritten that graph is scrambled, so the error must surface
+    from onnxexec.ir.passes.pipeline import optimize
+
+    def broken(*args, **kwargs):
+        raise MemoryError("no room")
+
+    def one_matmul():
+        w = {"w": rand(6, 2 * sgemm_packed.NR)}
+        return _owned(graph([node("MatMul", ["x", "w"], ["y"])], [("x", [3, 6])], ["y"], w))
+
+    monkeypatch.setattr(sgemm_packed, "pack_in_place", broken)
+    with pytest.raises(pack_weights_pass.WeightsSpentError, match="no room"):
+        optimize(one_matmul(), 99, WeightOwnership())
+    # without an owner nothing is overwritten and packing copies as before
+    (n,) = optimize(one_matmul(), 99).nodes
+    assert n.attrs.get("packed") == 2 * sgemm_packed.NR
