@@ -341,6 +341,8 @@ class _Pool:
             self.ctrl[TICKS] = self.min_ticks if contended else self.spin_ticks
 
     def post_python(self, job: _Job) -> None:
+        if self.caller_cpus is not None:
+            _pin_caller(self.caller_cpus)
         self._adapt()
         self.job = job
         self.jobs += 1
@@ -351,6 +353,8 @@ class _Pool:
         """Run the native job whose arguments were written to ctrl[ARGS:BOUNDS] / fctrl
         (only between jobs: the previous one is finished) over spans
         [bounds[i], bounds[i + 1])."""
+        if self.caller_cpus is not None:
+            _pin_caller(self.caller_cpus)
         self.jobs += 1
         _publish(self.ctrl, self.jobs, kind, bounds)
         self._wake()
@@ -408,20 +412,54 @@ def _start_team(out):
         out[i] = i
 
 
-def pin_caller() -> set[int] | None:
-    """Keep the calling thread off the workers' cores for one run; returns the affinity
-    unpin_caller restores (None when nothing was changed).
+class RunPin:
+    """One run's pinning (begin_run): `saved` is the affinity end_run restores."""
+
+    __slots__ = ("saved", "tried")
+
+    def __init__(self) -> None:
+        self.saved: set[int] | None = None
+        self.tried = False
+
+
+def begin_run() -> RunPin | None:
+    """Open a run in this thread: at the run's first pool job the caller moves off the
+    workers' cores (_pin_caller) until end_run. None when no pool pins its workers or
+    a run is already open here (subgraphs, a session run inside a run).
 
     The workers are pinned (see _pin) but the caller is not, and when it wakes from a
     sleep between runs the scheduler may place it on a worker's core, behind the
     worker spinning for the next job while the other vCPU idles. Measured on a 2-vCPU
     VM with a 0.1 s pause before each MobileNetV2 run: the caller waited 4.7 ms of a
-    17.5 ms run for a core (schedstat), against 0 of 12.2 ms back to back. Nested
-    runs (subgraphs, a session run inside a run) leave the outer pinning alone, and
-    an affinity the application set that holds none of the caller's CPUs is kept."""
+    17.5 ms run for a core (schedstat), against 0 of 12.2 ms back to back. Pinning
+    waits for the first job because the two affinity calls cost 30-60 us on that VM,
+    a fifth of a small scikit-learn model's run that never uses the pool."""
     pool = _pool
-    if pool is None or pool.caller_cpus is None or getattr(_caller, "pinned", False):
+    if pool is None or pool.caller_cpus is None or getattr(_caller, "run", None) is not None:
         return None
+    run = RunPin()
+    _caller.run = run
+    return run
+
+
+def end_run(run: RunPin | None) -> None:
+    if run is None:
+        return
+    _caller.run = None
+    if run.saved is not None:
+        try:
+            os.sched_setaffinity(0, run.saved)
+        except OSError:
+            pass
+
+
+def _pin_caller(cpus: frozenset[int]) -> None:
+    """Pin the caller to `cpus` for the rest of its open run (once per run); an
+    affinity the application set that holds none of them is kept."""
+    run = getattr(_caller, "run", None)
+    if run is None or run.tried:
+        return
+    run.tried = True
     if not getattr(_caller, "warm", False):
         # numba's OpenMP layer starts a calling thread's team at that thread's first
         # parallel region, and a new thread inherits its creator's affinity: a team
@@ -430,22 +468,10 @@ def pin_caller() -> set[int] | None:
         _start_team(np.zeros(nb.get_num_threads(), dtype=np.int64))
     try:
         saved = os.sched_getaffinity(0)
-        target = pool.caller_cpus & saved
-        if not target or target == saved:
-            return None
-        os.sched_setaffinity(0, target)
-    except OSError:
-        return None
-    _caller.pinned = True
-    return saved
-
-
-def unpin_caller(saved: set[int] | None) -> None:
-    if saved is None:
-        return
-    _caller.pinned = False
-    try:
-        os.sched_setaffinity(0, saved)
+        target = cpus & saved
+        if target and target != saved:
+            os.sched_setaffinity(0, target)
+            run.saved = saved
     except OSError:
         pass
 

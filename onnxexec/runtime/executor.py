@@ -12,7 +12,7 @@ import numpy as np
 from onnxexec.errors import NodeExecutionError, OnnxExecError
 from onnxexec.ir.graph import Graph
 from onnxexec.runtime.plan import GraphPlan, Step
-from onnxexec.runtime.threads import pin_caller, unpin_caller
+from onnxexec.runtime.threads import begin_run, end_run
 
 log = logging.getLogger("onnxexec")
 
@@ -101,14 +101,14 @@ def execute(
             vals[s] = outer[name]
     # Debug logging only shows when the "onnxexec" logger takes DEBUG records.
     debug = _debug_level() if log.isEnabledFor(logging.DEBUG) else 0
-    pinned = pin_caller()
+    run = begin_run()
     try:
         if debug or profiler is not None:
             _run_instrumented(plan, vals, debug, profiler)
         else:
             _run(plan, vals)
     finally:
-        unpin_caller(pinned)
+        end_run(run)
     return [vals[s] for s in plan.output_slots]
 
 

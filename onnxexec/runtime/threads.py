@@ -18,6 +18,7 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     OWN_ENV["GOMP_SPINCOUNT"] = os.environ["GOMP_SPINCOUNT"] = "10000"
 
 import sys  # noqa: E402
+from typing import Any  # noqa: E402
 
 from threadpoolctl import threadpool_limits  # noqa: E402
 
@@ -79,14 +80,14 @@ def apply_pending() -> None:
         _pending = 0
 
 
-def pin_caller() -> set[int] | None:
-    """kernels/parallel.py's pin_caller once its pool exists (a no-op before: a model
+def begin_run() -> Any:
+    """kernels/parallel.py's begin_run once its pool exists (a no-op before: a model
     that loads no kernel module has no pool, and importing it here would pull in
-    numba)."""
+    numba). Pass the result to end_run."""
     par = sys.modules.get("onnxexec.kernels.parallel")
-    return par.pin_caller() if par is not None else None
+    return par.begin_run() if par is not None else None
 
 
-def unpin_caller(saved: set[int] | None) -> None:
-    if saved is not None:
-        sys.modules["onnxexec.kernels.parallel"].unpin_caller(saved)
+def end_run(run: Any) -> None:
+    if run is not None:
+        sys.modules["onnxexec.kernels.parallel"].end_run(run)

@@ -142,10 +142,11 @@ def test_blas_sgemm_found() -> None:
     reason="needs Linux thread affinity and at least 2 CPUs",
 )
 def test_caller_kept_off_the_workers_cores_during_a_run() -> None:
-    """pin_caller moves the caller to the CPUs no worker is pinned to and unpin_caller
-    restores its affinity; nested runs leave the outer pinning alone; workers started
-    while the caller is pinned still get their own core (the pool read the process's
-    CPUs when it was made)."""
+    """Within an open run the caller's first pool job moves it to the CPUs no worker
+    is pinned to, and end_run restores its affinity; a run that posts no job never
+    changes it; nested runs leave the outer one alone; workers started while the
+    caller is pinned still get their own core (the pool read the process's CPUs
+    when it was made)."""
     from onnxexec.runtime import threads
 
     old = parallel.num_threads()
@@ -155,19 +156,22 @@ def test_caller_kept_off_the_workers_cores_during_a_run() -> None:
     try:
         pool = parallel._pool
         assert not pool.started
-        saved = threads.pin_caller()
-        assert saved == before and os.sched_getaffinity(0) == set(cpus[:-1])
-        assert threads.pin_caller() is None  # nested: already pinned
+        idle = threads.begin_run()
+        threads.end_run(idle)  # no job: never pinned
+        assert idle is not None and idle.saved is None and os.sched_getaffinity(0) == before
+        run = threads.begin_run()
+        assert threads.begin_run() is None  # nested: the outer run owns the pinning
+        assert os.sched_getaffinity(0) == before  # nothing until the first job
         x, w = _rand(64, 128), _rand(128, 256, seed=2)
         np.testing.assert_allclose(gemm.linear(x, w), _want(x, w, None, 0), rtol=1e-4, atol=1e-4)
-        assert pool.started
+        assert pool.started and os.sched_getaffinity(0) == set(cpus[:-1])
         (worker,) = pool.workers
         for _ in range(100):  # the worker pins itself first thing in its loop
             if os.sched_getaffinity(worker.native_id) == {cpus[-1]}:
                 break
             threading.Event().wait(0.01)
         assert os.sched_getaffinity(worker.native_id) == {cpus[-1]}
-        threads.unpin_caller(saved)
+        threads.end_run(run)
         assert os.sched_getaffinity(0) == before
     finally:
         parallel.set_num_threads(old)
@@ -179,8 +183,8 @@ def test_caller_kept_off_the_workers_cores_during_a_run() -> None:
     reason="needs Linux thread affinity and at least 2 CPUs",
 )
 def test_parallel_regions_inside_a_pinned_run_keep_every_core() -> None:
-    """A thread's first numba parallel region starts its OpenMP team; pin_caller starts
-    it before pinning, so no team thread inherits the caller's one core."""
+    """A thread's first numba parallel region starts its OpenMP team; the pool starts
+    it before pinning the caller, so no team thread inherits the caller's one core."""
     from onnxexec.runtime import threads
 
     old = parallel.num_threads()
@@ -190,12 +194,14 @@ def test_parallel_regions_inside_a_pinned_run_keep_every_core() -> None:
 
     def run() -> None:
         try:
-            saved = threads.pin_caller()
-            assert saved is not None
+            run = threads.begin_run()
+            x, w = _rand(64, 128), _rand(128, 256, seed=3)
+            gemm.linear(x, w)  # a pool job: the caller is pinned from here on
+            assert run is not None and run.saved is not None
             out = np.zeros(64, dtype=np.int64)
             parallel._start_team(out)  # a parallel region inside the pinned run
             assert np.array_equal(out, np.arange(64))
-            threads.unpin_caller(saved)
+            threads.end_run(run)
         except BaseException as e:  # reported by the main thread
             errors.append(e)
 
