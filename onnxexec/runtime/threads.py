@@ -90,4 +90,4 @@ def begin_run() -> Any:
 
 def end_run(run: Any) -> None:
     if run is not None:
-        sys.modules["onnxexec.kernels.parallel"].end_run(run)
+        sys.modules["onnxexec.kernels.affinity"].end_run(run)
