@@ -11,9 +11,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels import blas
+from onnxexec.kernels import blas, sgemm_packed
 from onnxexec.kernels.activations import _epilogue
 from onnxexec.kernels.blas import f32_ptr
+from onnxexec.kernels.pointwise_packed import _cols_for, pointwise_block_span
 
 f32 = np.float32
 
@@ -82,6 +83,14 @@ def im2col_span(a, fa, t0, t1):
     bias = nb.carray(f32_ptr(a[IBIAS]), (mg,)) if has_b else _NO_Z[0]
     z = nb.carray(f32_ptr(a[IZ]), (mg, p)) if has_z else _NO_Z
     buf = np.empty(ck * rows * ow, dtype=np.float32)
+    # a shallow product (a network's stem: 27 deep for 3 x 3 x 3) goes through the
+    # packed tiles, which write each output once with the epilogue applied while the
+    # block is in L2 (see pointwise_packed); OpenBLAS adds two passes over it
+    packed = sgemm_packed.AVAILABLE and ck <= mg
+    if packed:
+        wm = nb.carray(f32_ptr(a[IWM]), (mg, ck))
+        nr = sgemm_packed.NR
+        bcols = _cols_for(mg, nr)
     for t in range(t0, t1):
         i0, i1 = t * rows, min((t + 1) * rows, oh)
         width = (i1 - i0) * ow
@@ -89,6 +98,12 @@ def im2col_span(a, fa, t0, t1):
         _im2col_rows(
             x, c0, c1, kh, kw, a[ISH], a[ISW], a[IPH], a[IPW], a[IDH], a[IDW], ow, i0, i1, cols
         )
+        if packed:
+            pointwise_block_span(
+                wm, cols, y, i0 * ow, bias, has_b, z, has_z, a[IACT], fa[0], fa[1],
+                0, mg, 0, width, nr, bcols,
+            )  # fmt: skip
+            continue
         blas.sgemm(
             a[IFN], blas.NO_TRANS, mg, width, ck, a[IWM], ck, cols.ctypes.data, width,
             a[IY] + 4 * i0 * ow, p, f32(0.0),

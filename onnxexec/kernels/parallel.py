@@ -51,6 +51,7 @@ from onnxexec.kernels import (
     depthwise_planes,
     im2col_job,
     mha_job,
+    pointwise_packed,
     sgemm_packed,
     taps_job,
 )
@@ -77,7 +78,7 @@ CLAIM, DONE, SLEEPERS = 0, 8, 16
 KIND, NSPANS, WAITING, SYSC, TICKS, IDLE_TS, ARGS, BOUNDS = 32, 33, 34, 35, 36, 37, 40, 64
 MAX_SPANS = 32
 KIND_PY, KIND_GEMM, KIND_PACKED, KIND_DW, KIND_IM2COL = 0, 1, 2, 3, 4
-KIND_IM2ROW, KIND_TAPS, KIND_ATTN = 5, 6, 7
+KIND_IM2ROW, KIND_TAPS, KIND_ATTN, KIND_PW = 5, 6, 7, 8
 # CLAIM word: job number << 36 | kind << 32 | spans << 16 | next span
 _SPAN_BITS, _KIND_SHIFT, _JOB_SHIFT = 0xFFFF, 32, 36
 
@@ -122,6 +123,10 @@ def _run(ctrl, fctrl, i):
         conv_rows.im2row_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
     elif ctrl[KIND] == KIND_TAPS:
         taps_job.taps_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
+    elif ctrl[KIND] == KIND_PW:
+        pointwise_packed.pointwise_job(
+            ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1]
+        )
     atomic_add(ctrl, DONE, 1)
     if atomic_load(ctrl, WAITING):
         futex_wake(ctrl[SYSC], ctrl, DONE)

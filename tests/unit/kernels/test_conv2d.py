@@ -103,6 +103,7 @@ def test_depthwise_fused_against_reference(threads, shape, mult, k, s, p, d, act
         ((2, 24, 15, 13), (40, 24, 1, 1), (2, 3), (0, 0, 0, 0), 1),  # strided 1x1, odd, batch
         ((1, 32, 9, 9), (48, 16, 1, 1), (2, 2), (0, 0, 1, 1), 2),  # strided grouped, end pads
         ((1, 3, 64, 61), (16, 3, 3, 3), (2, 2), (1, 1, 1, 0), 1),  # gather row tiles (native)
+        ((1, 3, 96, 90), (32, 3, 3, 3), (2, 2), (1, 1, 1, 1), 1),  # row tiles, packed tiles (stem)
         ((1, 6, 96, 100), (16, 3, 3, 3), (2, 2), (0, 1, 2, 1), 2),  # row tiles, grouped, odd pads
     ],
 )
