@@ -93,6 +93,26 @@ def f32_ptr(typingctx, addr):
     return sig, codegen
 
 
+@intrinsic
+def call_span(typingctx, fn, a, fa, s0, s1):
+    """Call the C function at address fn as void fn(int64 *a, double *fa, int64 s0,
+    int64 s1): a native job's span kernel (kernels/span_fns.py), a, fa addresses."""
+    sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(
+            ir.VoidType(), [i64.as_pointer(), ir.DoubleType().as_pointer(), i64, i64]
+        )
+        callee = builder.inttoptr(args[0], fnty.as_pointer())
+        ap = builder.inttoptr(args[1], i64.as_pointer())
+        fp = builder.inttoptr(args[2], ir.DoubleType().as_pointer())
+        builder.call(callee, [ap, fp, args[3], args[4]])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 def _slot(context, builder, aryty, ary, idx):
     a = context.make_array(aryty)(context, builder, ary)
     return cgutils.get_item_pointer(context, builder, aryty, a, [idx])

@@ -14,7 +14,8 @@ Two kinds of job share the pool:
   nogil numba kernel, BLAS through numpy). Each worker must take the GIL to start.
 - native jobs (`_Pool.run_native`, used by gemm.linear): the span kernel is numba
   code the workers call without ever touching the GIL; the job's arguments sit in a
-  shared int64 array.
+  shared int64 array, its kernel's C address in one of its slots (kernels/span_fns.py:
+  a process loads only the kinds of kernel it runs).
 
 Hand-offs spin before they sleep: a worker that finished a job watches the job
 counter for ~0.2 ms (GIL released) before it sleeps on the futex of that counter
@@ -45,16 +46,7 @@ from itertools import count
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels import (
-    blas,
-    conv_rows,
-    depthwise_planes,
-    im2col_job,
-    mha_job,
-    pointwise_packed,
-    sgemm_packed,
-    taps_job,
-)
+from onnxexec.kernels import blas
 from onnxexec.kernels.affinity import RunPin, _pin, _pin_caller, _process_cpus
 from onnxexec.kernels.affinity import begin_run as begin_pinned_run
 from onnxexec.kernels.blas import (
@@ -62,11 +54,13 @@ from onnxexec.kernels.blas import (
     atomic_cas,
     atomic_load,
     atomic_store,
+    call_span,
     cycles,
     futex_wait,
     futex_wake,
 )
 from onnxexec.kernels.schedstat import CoreWaits
+from onnxexec.kernels.span_fns import address as span_address
 
 _lock = threading.Lock()
 _threads = 1
@@ -76,6 +70,7 @@ _SPIN_SECONDS = 2e-4  # how long a hand-off spins before it sleeps (see _Pool._a
 # ctrl slots (hot words a cache line apart)
 CLAIM, DONE, SLEEPERS = 0, 8, 16
 KIND, NSPANS, WAITING, SYSC, TICKS, IDLE_TS, ARGS, BOUNDS = 32, 33, 34, 35, 36, 37, 40, 64
+SPANFN = 39  # the posted job's span kernel (its C address, kernels/span_fns.py)
 MAX_SPANS = 32
 KIND_PY, KIND_GEMM, KIND_PACKED, KIND_DW, KIND_IM2COL = 0, 1, 2, 3, 4
 KIND_IM2ROW, KIND_TAPS, KIND_ATTN, KIND_PW = 5, 6, 7, 8
@@ -108,25 +103,12 @@ def _claim(ctrl):
 
 @nb.njit(nogil=True, cache=True)
 def _run(ctrl, fctrl, i):
-    """Run native span i of the posted job and report it done."""
-    if ctrl[KIND] == KIND_GEMM:
-        blas.gemm_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
-    elif ctrl[KIND] == KIND_PACKED:
-        sgemm_packed.packed_job(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
-    elif ctrl[KIND] == KIND_DW:
-        depthwise_planes.dw_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
-    elif ctrl[KIND] == KIND_IM2COL:
-        im2col_job.im2col_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
-    elif ctrl[KIND] == KIND_ATTN:
-        mha_job.attn_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
-    elif ctrl[KIND] == KIND_IM2ROW:
-        conv_rows.im2row_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
-    elif ctrl[KIND] == KIND_TAPS:
-        taps_job.taps_span(ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1])
-    elif ctrl[KIND] == KIND_PW:
-        pointwise_packed.pointwise_job(
-            ctrl[ARGS:BOUNDS], fctrl, ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1]
-        )
+    """Run native span i of the posted job (its kernel at address ctrl[SPANFN], see
+    kernels/span_fns.py) and report it done."""
+    call_span(
+        ctrl[SPANFN], ctrl.ctypes.data + 8 * ARGS, fctrl.ctypes.data,
+        ctrl[BOUNDS + i], ctrl[BOUNDS + i + 1],
+    )  # fmt: skip
     atomic_add(ctrl, DONE, 1)
     if atomic_load(ctrl, WAITING):
         futex_wake(ctrl[SYSC], ctrl, DONE)
@@ -145,7 +127,7 @@ def _sleep(ctrl):
     atomic_add(ctrl, SLEEPERS, -1)
 
 
-@nb.njit(nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True, inline="always")
 def _worker(ctrl, fctrl):
     """A worker's wait-and-run loop: runs native spans until it takes a Python job's
     token (returns True). Idle for ctrl[TICKS], it sleeps on a futex without leaving
@@ -183,7 +165,7 @@ def _publish(ctrl, job, kind, bounds):
         futex_wake(ctrl[SYSC], ctrl, CLAIM)
 
 
-@nb.njit(nogil=True, cache=True)
+@nb.njit(nogil=True, cache=True, inline="always")
 def _join(ctrl, fctrl, timeout):
     """Run spans of the posted native job, then wait for the rest: spin ctrl[TICKS],
     then sleep on the DONE futex (without one, return False: the caller sleeps)."""
@@ -208,6 +190,18 @@ def _join(ctrl, fctrl, timeout):
             futex_wait(ctrl[SYSC], ctrl, DONE, d, timeout)
     atomic_store(ctrl, WAITING, 0)
     return True
+
+
+@nb.njit(nogil=True, cache=True)
+def _serve(ctrl, fctrl, worker, timeout):
+    """A worker's loop (_worker) or a caller's join (_join), in one compiled function.
+
+    Each compiled function carries its own copy of every span kernel (_run links
+    them all): as two functions, the pool loaded the kernels twice, 20 MB of a
+    MobileNetV2 process's peak RSS for the pair."""
+    if worker:
+        return _worker(ctrl, fctrl)
+    return _join(ctrl, fctrl, timeout)
 
 
 @nb.njit(nogil=True, cache=True)
@@ -293,7 +287,7 @@ class _Pool:
     def _loop(self, index: int) -> None:
         _pin(index, self.cpus)
         while not self.closed:
-            if _worker(self.ctrl, self.fctrl):
+            if _serve(self.ctrl, self.fctrl, True, _TIMEOUT):
                 job = self.job
                 if job is not None and not self.closed:
                     job.work()
@@ -329,7 +323,9 @@ class _Pool:
             # loop holds every span kernel) left LLVM's 13 MB of working memory in a
             # malloc arena of that thread's own, never reused (MobileNetV2's peak RSS
             # 159 MB; in the main arena it reuses what session creation freed).
-            _worker.compile((nb.typeof(self.ctrl), nb.typeof(self.fctrl)))
+            _serve.compile(
+                (nb.typeof(self.ctrl), nb.typeof(self.fctrl), nb.boolean, nb.typeof(_TIMEOUT))
+            )
             for t in self.workers:
                 t.start()
         if self.calibration is None:
@@ -367,11 +363,12 @@ class _Pool:
         [bounds[i], bounds[i + 1])."""
         if self.caller_cpus is not None:
             _pin_caller(self.caller_cpus)
+        self.ctrl[SPANFN] = span_address(kind)
         self.jobs += 1
         _publish(self.ctrl, self.jobs, kind, bounds)
         self._wake()
         self._adapt()
-        while not _join(self.ctrl, self.fctrl, _TIMEOUT):
+        while not _serve(self.ctrl, self.fctrl, False, _TIMEOUT):
             time.sleep(2e-5)  # a worker is still running a span: let it have the core
 
     def close(self) -> None:

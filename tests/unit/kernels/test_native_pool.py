@@ -218,3 +218,17 @@ def test_parallel_regions_inside_a_pinned_run_keep_every_core() -> None:
                 pass
     finally:
         parallel.set_num_threads(old)
+
+
+def test_every_native_kind_has_a_span_kernel_behind_one_address() -> None:
+    """kernels/span_fns.py: each native job kind of parallel.py maps to a C-callable
+    span kernel, compiled once (the same address on every lookup)."""
+    from onnxexec.kernels import span_fns
+
+    kinds = {v for k, v in vars(parallel).items() if k.startswith("KIND_") and k != "KIND_PY"}
+    assert kinds == set(span_fns.WRAPPERS)
+    for kind in sorted(kinds):
+        a = span_fns.address(kind)
+        assert a != 0 and span_fns.address(kind) == a
+    assert span_fns.ARG_SLOTS == parallel.BOUNDS - parallel.ARGS
+    assert parallel.SPANFN not in range(parallel.ARGS, parallel.BOUNDS)
