@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import pytest
 
-from onnxexec.kernels import conv_gemm, parallel, pointwise_packed
+from onnxexec.kernels import conv_gemm, pointwise_packed
 from onnxexec.kernels.activations import ACT
 
 pytestmark = pytest.mark.skipif(
@@ -105,18 +105,10 @@ def test_job_spans_cover_rows_or_columns(axis) -> None:
     np.testing.assert_allclose(y, _want(w, x, b, z, "Clip", 0.0, 2.0), rtol=1e-4, atol=1e-4)
 
 
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    old = parallel.num_threads()
-    parallel.set_num_threads(request.param)
-    yield request.param
-    parallel.set_num_threads(old)
-
-
 @pytest.mark.parametrize("m, c, p", [(96, 16, 12544), (144, 24, 3136), (192, 32, 784)])
 def test_pointwise_takes_the_packed_path_for_expanding_layers(threads, m, c, p) -> None:
     """MobileNetV2's expand layers go through the packed kernels (on the pool with 2
-    threads) and match numpy with bias, residual and Clip."""
+    or 3 threads: conftest's `threads`) and match numpy with bias, residual and Clip."""
     assert conv_gemm.use_packed(c, m, p)
     w, x, b, z = _rand(m, c, seed=1), _rand(c, p, seed=2), _rand(m, seed=3), _rand(m, p, seed=4)
     y = np.full((m, p), np.nan, np.float32)
