@@ -194,11 +194,9 @@ def _join(ctrl, fctrl, timeout):
 
 @nb.njit(nogil=True, cache=True)
 def _serve(ctrl, fctrl, worker, timeout):
-    """A worker's loop (_worker) or a caller's join (_join), in one compiled function.
-
-    Each compiled function carries its own copy of every span kernel (_run links
-    them all): as two functions, the pool loaded the kernels twice, 20 MB of a
-    MobileNetV2 process's peak RSS for the pair."""
+    """A worker's loop (_worker) or a caller's join (_join), in one compiled function:
+    the process loads one library for both sides of a hand-off, not two (the span
+    kernels themselves sit behind addresses, kernels/span_fns.py)."""
     if worker:
         return _worker(ctrl, fctrl)
     return _join(ctrl, fctrl, timeout)
@@ -319,10 +317,11 @@ class _Pool:
         if not self.started:
             self.started = True
             # Load the workers' loop in this thread: numba links a cached kernel in
-            # the thread that first dispatches it, and a worker thread's link (its
-            # loop holds every span kernel) left LLVM's 13 MB of working memory in a
-            # malloc arena of that thread's own, never reused (MobileNetV2's peak RSS
-            # 159 MB; in the main arena it reuses what session creation freed).
+            # the thread that first dispatches it, and a worker thread's link left
+            # LLVM's working memory in a malloc arena of that thread's own, never
+            # reused (13 MB of MobileNetV2's 159 MB peak when the loop still linked
+            # every span kernel); in the main arena it reuses what session creation
+            # freed.
             _serve.compile(
                 (nb.typeof(self.ctrl), nb.typeof(self.fctrl), nb.boolean, nb.typeof(_TIMEOUT))
             )
