@@ -1,12 +1,14 @@
 """numba kernels; one module per kernel family.
 
-Importing this package adjusts numba's caching and four of its internals, each guarded
+Importing this package adjusts numba's caching and five of its internals, each guarded
 (skipped when this numba lacks what it patches) and tested in a subprocess
 (tests/unit/kernels/test_numba_setup.py):
 - cached kernels are dropped when any kernel source changed (`_drop_stale_caches`);
 - numba's runtime functions load from cached object code (`_nrt_from_object_cache`);
 - a cached kernel loads without the compiler's registries (`_load_without_refresh`);
 - its linking IR stays bitcode until a compile needs it (`_parse_linking_ir_on_demand`);
+- a kernel library keeps its object code for kernels/objload (`_keep_object_code`),
+  and importing numba turns objload's LazyKernels into numba dispatchers;
 - numba learns BLAS exists without importing scipy.linalg (below).
 
 The BLAS check: numba's CPU target imports `numba.np.arraymath` on its first compile
@@ -22,6 +24,7 @@ nothing) and scipy.linalg loads only for code that uses it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -87,6 +90,11 @@ def _when_imported(name: str, patch: Callable[[ModuleType], None]) -> None:
     _around(name, run_then_patch)
 
 
+def when_imported(name: str, hook: Callable[[ModuleType], None]) -> None:
+    """Run hook(module) once module `name` is imported (now, if it already is)."""
+    _when_imported(name, hook)
+
+
 def _arraymath_with_presence_check(run: Callable[[ModuleType], None], module: ModuleType) -> None:
     """numba.np.arraymath's `_check_blas()` sees `_scipy_installed`; numba's real
     `ensure_blas` is back in place once the module has run."""
@@ -147,6 +155,47 @@ def _parse_linking_ir_on_demand(codegen: ModuleType) -> None:
 
 
 _when_imported("numba.core.codegen", _parse_linking_ir_on_demand)
+
+
+OBJECT_ATTR = "_onnxexec_object"  # where a numba library's object code is kept
+
+
+def _keep_object_code(codegen: ModuleType) -> None:
+    """Keep each kernel library's object code, for kernels/objload to record.
+
+    numba hands a library's object code to LLVM and then forgets it (its getbuffer
+    hook clears it), so a kernel's object code is only on the library while the
+    library is being compiled or unpickled from numba's cache. Both places store it
+    on the library too (tens of KB per kernel). numba internals: skipped when this
+    numba's library class lacks them.
+    """
+    lib_cls = getattr(codegen, "CPUCodeLibrary", None)
+    needed = ("_unserialize", "_object_compiled_hook")
+    if lib_cls is None or not all(hasattr(lib_cls, a) for a in needed):
+        return
+    if getattr(lib_cls, "_onnxexec_keeps_object", False):
+        return
+    unserialize = lib_cls._unserialize.__func__
+    compiled_hook = lib_cls._object_compiled_hook.__func__
+
+    def _unserialize(cls, codegen_, state):  # type: ignore[no-untyped-def]
+        lib = unserialize(cls, codegen_, state)
+        if state[1] == "object":
+            setattr(lib, OBJECT_ATTR, state[2][0])
+        return lib
+
+    def _object_compiled_hook(cls, ll_module, buf):  # type: ignore[no-untyped-def]
+        compiled_hook(cls, ll_module, buf)
+        lib = getattr(ll_module, "_CPUCodeLibrary__library", None)  # numba's `__library`
+        if lib is not None and getattr(lib, "_object_caching_enabled", False):
+            setattr(lib, OBJECT_ATTR, buf)
+
+    lib_cls._unserialize = classmethod(_unserialize)
+    lib_cls._object_compiled_hook = classmethod(_object_compiled_hook)
+    lib_cls._onnxexec_keeps_object = True
+
+
+_when_imported("numba.core.codegen", _keep_object_code)
 
 
 def _load_without_refresh(caching: ModuleType) -> None:
@@ -250,6 +299,18 @@ def _cached_nrt(ctx: Any, create: Callable[[Any], Any]) -> Any:
 _when_imported("numba.core.runtime.nrtdynmod", _nrt_from_object_cache)
 
 
+@functools.cache
+def sources_digest() -> str:
+    """sha256 of every kernels/*.py: what a compiled kernel's code depends on."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            with open(os.path.join(folder, name), "rb") as f:
+                digest.update(name.encode() + b"\0" + f.read() + b"\0")
+    return digest.hexdigest()
+
+
 def _drop_stale_caches(caching: ModuleType) -> None:
     """Delete this package's numba cache files when any kernel module's source changed.
 
@@ -264,12 +325,7 @@ def _drop_stale_caches(caching: ModuleType) -> None:
     """
 
     folder = os.path.dirname(os.path.abspath(__file__))
-    digest = hashlib.sha256()
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".py"):
-            with open(os.path.join(folder, name), "rb") as f:
-                digest.update(name.encode() + b"\0" + f.read() + b"\0")
-    stamp = digest.hexdigest()
+    stamp = sources_digest()
     caches = [os.path.join(folder, "__pycache__")]
     config = sys.modules.get("numba.core.config")
     locator = getattr(caching, "_UserProvidedCacheLocator", None)
@@ -303,3 +359,12 @@ def _clear_if_changed(cache: str, stamp: str) -> None:
 
 
 _when_imported("numba.core.caching", _drop_stale_caches)
+
+
+def _objload_hook(numba: ModuleType) -> None:
+    from onnxexec.kernels.objload import on_numba_import
+
+    on_numba_import(numba)
+
+
+_when_imported("numba", _objload_hook)

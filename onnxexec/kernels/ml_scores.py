@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Final
 
-import numba as nb
 import numpy as np
+
+from onnxexec.kernels import objload as nb
 
 NONE: Final = 0
 LOGISTIC: Final = 1

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Final
 
-import numba as nb
 import numpy as np
+
+from onnxexec.kernels import objload as nb
 
 # Kernel codes: index into KERNELS.
 KERNELS: Final = ("LINEAR", "POLY", "RBF", "SIGMOID")

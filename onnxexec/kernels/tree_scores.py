@@ -8,9 +8,9 @@ onnxruntime's ScoreValue does. Arithmetic is float32 like onnxruntime's outputs.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.ml_scores import (
     LOGISTIC,
     PROBIT,

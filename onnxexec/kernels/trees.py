@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-import numba as nb
 import numpy as np
+
+from onnxexec.kernels import objload as nb
 
 # Node modes (TreeEnsemble-5 numbering; LEAF is ours).
 LEQ: Final = 0

@@ -22,6 +22,8 @@ from typing import Any  # noqa: E402
 
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+from onnxexec.kernels import objload, when_imported  # noqa: E402
+
 _limiter: threadpool_limits | None = None
 _blas_count = -1
 # numba is imported by the first kernel module a model loads, not here: a model whose
@@ -51,6 +53,7 @@ def set_threads(n: int, blas_threads: int | None = None) -> int:
         _pending = 0
     else:
         _pending = n
+        objload.set_thread_hint(n)  # kernels that decide on threads before numba loads
     blas = n if blas_threads is None else blas_threads
     # threadpool_limits rescans the loaded libraries (~1.5 ms, most of a small
     # model's session creation): skip it when the previous call set the same count.
@@ -78,6 +81,19 @@ def apply_pending() -> None:
     if _pending and "numba" in sys.modules:
         _set_numba_threads(_pending)
         _pending = 0
+
+
+def _numba_imported(numba: Any) -> None:
+    """kernels/objload runs cached kernels without numba, so numba may be imported only
+    mid-run (a kernel with no record) or by the caller: its count is set right then.
+    Only numba's: this runs inside whichever import pulled numba in, where importing
+    the kernel pool could be circular; `_pending` stays, so apply_pending (before the
+    next run) sizes the pool."""
+    if _pending:
+        numba.set_num_threads(min(_pending, numba.config.NUMBA_NUM_THREADS))
+
+
+when_imported("numba", _numba_imported)
 
 
 def begin_run() -> Any:
