@@ -50,6 +50,16 @@ def _version(dist: str) -> str:
         return "-"
 
 
+def _numba_settings() -> str:
+    """numba's environment settings that change generated code (NUMBA_OPT,
+    NUMBA_BOUNDSCHECK, NUMBA_CPU_NAME, ...); where the cache lives and thread counts
+    don't."""
+    skip = {"NUMBA_CACHE_DIR", "NUMBA_NUM_THREADS", "NUMBA_DISABLE_JIT"}
+    return repr(
+        sorted((k, v) for k, v in os.environ.items() if k.startswith("NUMBA_") and k not in skip)
+    )
+
+
 @cache
 def stamp() -> str:
     h = hashlib.sha256()
@@ -61,6 +71,7 @@ def stamp() -> str:
         sys.version,
         platform.machine(),
         _cpu_identity(),
+        _numba_settings(),
     ):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:20]
@@ -150,11 +161,10 @@ def save(kernel: str, key: tuple[Any, ...], cres: Any) -> None:
     """Record numba's compile result `cres` for this kernel and call key."""
     try:
         record = _record_from(cres, key)
-    except Exception as e:  # recording is an optimisation: never fail a call over it
+        if record is not None:
+            _write(kernel, key, record)
+    except Exception as e:  # recording is an optimisation: never fail over it
         log.debug("objload: not recording %s: %s", kernel, e)
-        return
-    if record is not None:
-        _write(kernel, key, record)
 
 
 def build(module: Any, record: dict[str, Any]) -> Any:
