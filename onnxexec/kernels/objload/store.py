@@ -31,7 +31,7 @@ from onnxexec.kernels.objload import numba_rt
 from onnxexec.kernels.objload.elf import ObjectLoadError, load_object
 
 log = logging.getLogger(__name__)
-FORMAT: Final = 1
+FORMAT: Final = 2
 
 
 def _cpu_identity() -> str:
@@ -144,6 +144,7 @@ def _record_from(cres: Any, key: tuple[Any, ...]) -> dict[str, Any] | None:
         return {**record, "unsupported": "environment constants refer to numba"}
     record.update(
         code=code,
+        sha256=hashlib.sha256(code).hexdigest(),
         wrapper=fndesc.llvm_cpython_wrapper_name,
         env=cres.target_context.get_env_name(fndesc),
         consts=consts,
@@ -171,6 +172,9 @@ def build(module: Any, record: dict[str, Any]) -> Any:
     """A callable for a record that has code; raises ObjectLoadError if it can't load."""
     if "unsupported" in record:
         raise ObjectLoadError(record["unsupported"])
+    if hashlib.sha256(record["code"]).hexdigest() != record["sha256"]:
+        # machine code that changed on disk is never run
+        raise ObjectLoadError("object code does not match its checksum")
     obj = load_object(record["code"], numba_rt.resolve)
     consts = pickle.loads(record["consts"])
     return numba_rt.make_callable(

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import subprocess
@@ -76,10 +77,23 @@ def test_elf_loader_links_llvm_objects(codemodel: str, reloc: str) -> None:
 
 
 def test_elf_loader_rejects_what_it_cannot_link() -> None:
+    code = _emit("large", "static")
     with pytest.raises(ObjectLoadError, match="unresolved symbol 'ext_add'"):
-        load_object(_emit("large", "static"), lambda name: None)
+        load_object(code, lambda name: None)
     with pytest.raises(ObjectLoadError, match="not an ELF"):
         load_object(b"MZ" + bytes(100), lambda name: None)
+    with pytest.raises(ObjectLoadError, match="not a little-endian x86-64"):
+        load_object(code[:18] + bytes([183, 0]) + code[20:], lambda name: 1)  # aarch64
+
+
+def test_store_refuses_changed_machine_code() -> None:
+    from onnxexec.kernels.objload import store
+
+    record = {"key": ("<i8",), "name": "f", "code": _emit("large", "static")}
+    record["sha256"] = hashlib.sha256(record["code"]).hexdigest()
+    record["code"] = record["code"][:-1] + bytes([record["code"][-1] ^ 1])
+    with pytest.raises(ObjectLoadError, match="checksum"):
+        store.build(sys.modules[__name__], record)
 
 
 _C = np.zeros((3, 4), np.float32)
