@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from typing import Final
 
-import numba as nb
 import numpy as np
 
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.vmath import erf32, exp_row, tanh32
 
 ACT: Final[dict[str, int]] = {

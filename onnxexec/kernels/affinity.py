@@ -5,10 +5,12 @@ pool. Affinity calls only; the pool itself passes in the CPUs it read at creatio
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
-import numba as nb
 import numpy as np
+
+from onnxexec.kernels import objload as nb
 
 
 def _pin(index: int, cpus: list[int] | None) -> None:
@@ -100,10 +102,11 @@ def _pin_caller(cpus: frozenset[int]) -> None:
     if run is None or run.tried:
         return
     run.tried = True
-    if not getattr(_caller, "warm", False):
+    if not getattr(_caller, "warm", False) and "numba" in sys.modules:
         # numba's OpenMP layer starts a calling thread's team at that thread's first
         # parallel region, and a new thread inherits its creator's affinity: a team
         # first started inside a pinned run would share the caller's one core forever
+        # (a process that runs its kernels without numba, kernels/objload, has no team)
         _caller.warm = True
         _start_team(np.zeros(nb.get_num_threads(), dtype=np.int64))
     try:

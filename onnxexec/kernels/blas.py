@@ -16,14 +16,16 @@ import ctypes
 import glob
 import os
 
-import numba as nb
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not loaded
 
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activations import _epilogue
+from onnxexec.kernels.objload import intrinsic, lazy_module
+
+# used inside intrinsic definitions, which run only while numba compiles a kernel
+types = lazy_module("numba.core.types")
+cgutils = lazy_module("numba.core.cgutils")
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 

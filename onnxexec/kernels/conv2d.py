@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numba as nb
 import numpy as np
 
 from onnxexec.kernels import blas
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activations import act_row
 from onnxexec.kernels.conv_gemm import PARALLEL_MACS, Epi, Geo, pointwise, rows_conv
 from onnxexec.kernels.conv_rows import use_rows

@@ -19,10 +19,10 @@ References: tests/unit/kernels/test_conv_rows.py (float64 numpy conv).
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
 from onnxexec.kernels import blas
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.blas import f32_ptr
 
 f32 = np.float32

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numba as nb
 import numpy as np
 
 from onnxexec.kernels import blas
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activations import act_row
 from onnxexec.kernels.parallel import ARGS, KIND_TAPS, MAX_SPANS, native_pool, num_threads
 from onnxexec.kernels.taps_job import TAPS_ARGS, _taps_span

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numba as nb
 import numpy as np
 
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.depthwise_planes import _NO_BIAS, _NO_Z, DGEO, DW_ARGS, _dw_fused
 from onnxexec.kernels.parallel import (
     ARGS,

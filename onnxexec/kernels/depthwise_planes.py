@@ -10,9 +10,9 @@ module imports nothing from parallel.py, which dispatches to `dw_span`.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activations import act_row
 from onnxexec.kernels.blas import f32_ptr
 

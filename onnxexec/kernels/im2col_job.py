@@ -8,10 +8,10 @@ take the GIL (see kernels/depthwise_planes.py). Imports nothing from parallel.py
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
 from onnxexec.kernels import blas, sgemm_packed
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activations import _epilogue
 from onnxexec.kernels.blas import f32_ptr
 from onnxexec.kernels.pointwise_packed import _cols_for, pointwise_block_span

@@ -11,10 +11,10 @@ per worker: Llama-GQA's 9 heads of 64 x 64 ran no faster on 2 threads than on on
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
 from onnxexec.kernels import blas
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.blas import f32_ptr
 from onnxexec.kernels.reduce import LANES, row_max, row_sum
 from onnxexec.kernels.vmath import exp_row

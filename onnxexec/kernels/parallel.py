@@ -43,10 +43,10 @@ import time
 from collections.abc import Callable
 from itertools import count
 
-import numba as nb
 import numpy as np
 
 from onnxexec.kernels import blas
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.affinity import RunPin, _pin, _pin_caller, _process_cpus
 from onnxexec.kernels.affinity import begin_run as begin_pinned_run
 from onnxexec.kernels.blas import (
@@ -59,6 +59,7 @@ from onnxexec.kernels.blas import (
     futex_wait,
     futex_wake,
 )
+from onnxexec.kernels.objload import warm
 from onnxexec.kernels.schedstat import CoreWaits
 from onnxexec.kernels.span_fns import address as span_address
 
@@ -322,9 +323,7 @@ class _Pool:
             # reused (13 MB of MobileNetV2's 159 MB peak when the loop still linked
             # every span kernel); in the main arena it reuses what session creation
             # freed.
-            _serve.compile(
-                (nb.typeof(self.ctrl), nb.typeof(self.fctrl), nb.boolean, nb.typeof(_TIMEOUT))
-            )
+            warm(_serve, self.ctrl, self.fctrl, True, _TIMEOUT)
             for t in self.workers:
                 t.start()
         if self.calibration is None:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Final
 
-import numba as nb
 import numpy as np
 
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels import sgemm_packed
 from onnxexec.kernels.activations import _epilogue
 from onnxexec.kernels.blas import f32_ptr

@@ -22,9 +22,9 @@ copied. Planes are split across the kernel thread pool.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.parallel import parallel_for
 
 U = np.uint64  # unsigned indices: no negative-index wraparound check in the loops

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Final
 
-import numba as nb
+from onnxexec.kernels import objload as nb
 
 LANES: Final = 16
 

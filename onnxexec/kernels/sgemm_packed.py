@@ -34,22 +34,32 @@ from __future__ import annotations
 from concurrent.futures import Executor
 from typing import Any, Final
 
-import llvmlite.binding as llb
-import numba as nb
 import numpy as np
-from llvmlite import ir
-from numba.core import cgutils, types
-from numba.extending import intrinsic
+from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not loaded
 
-from onnxexec.kernels import blas
+from onnxexec.kernels import blas, when_imported
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.blas import f32_ptr
+from onnxexec.kernels.objload import host_cpu_flags, intrinsic, jit_disabled, lazy_module
 
-_FEATURES = llb.get_host_cpu_features()
-llb.initialize_native_asmparser()  # the JIT must assemble the AVX-512 tiles' inline asm
-AVAILABLE: Final = not nb.config.DISABLE_JIT and all(
-    _FEATURES.get(f, False) for f in ("avx2", "fma")
-)
-AVX512: Final = AVAILABLE and bool(_FEATURES.get("avx512f", False))
+# used inside intrinsic definitions, which run only while numba compiles a kernel
+types = lazy_module("numba.core.types")
+cgutils = lazy_module("numba.core.cgutils")
+_FEATURES = host_cpu_flags()
+
+
+def _asm_parser(_numba: Any) -> None:
+    """LLVM must be able to assemble the AVX-512 tiles' inline asm whenever numba
+    compiles code that holds them: their own compile, or a caller's that links them
+    in from numba's cache."""
+    import llvmlite.binding as llb
+
+    llb.initialize_native_asmparser()
+
+
+when_imported("numba", _asm_parser)
+AVAILABLE: Final = not jit_disabled() and {"avx2", "fma"} <= _FEATURES
+AVX512: Final = AVAILABLE and "avx512f" in _FEATURES
 NR: Final = 32 if AVX512 else 16  # columns per panel on this host
 WIDTHS: Final = (16, 32) if AVX512 else (16,)  # panel widths this host runs
 MR16: Final = 6  # rows per AVX2 micro-kernel (12 accumulators + 2 weight registers)

@@ -14,25 +14,27 @@ arguments (ctrl[ARGS:BOUNDS]) and FLOAT_SLOTS float64 ones (fctrl).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
-import numba as nb
-from numba import types
-
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.blas import gemm_span
 from onnxexec.kernels.conv_rows import im2row_span
 from onnxexec.kernels.depthwise_planes import dw_span
 from onnxexec.kernels.im2col_job import im2col_span
 from onnxexec.kernels.mha_job import attn_span
+from onnxexec.kernels.objload import cfunc
 from onnxexec.kernels.pointwise_packed import pointwise_job
 from onnxexec.kernels.sgemm_packed import packed_job
 from onnxexec.kernels.taps_job import taps_span
 
 ARG_SLOTS: Final = 24  # parallel.BOUNDS - parallel.ARGS
 FLOAT_SLOTS: Final = 4  # parallel's fctrl
-_SIG = types.void(
-    types.CPointer(types.int64), types.CPointer(types.float64), types.int64, types.int64
-)
+
+
+def _sig(types: Any) -> Any:
+    return types.void(
+        types.CPointer(types.int64), types.CPointer(types.float64), types.int64, types.int64
+    )
 
 
 def _gemm(ap, fp, s0, s1):
@@ -86,5 +88,5 @@ def address(kind: int) -> int:
     at its first use."""
     fn = _compiled.get(kind)
     if fn is None:
-        fn = _compiled[kind] = nb.cfunc(_SIG, nopython=True, cache=True)(WRAPPERS[kind]).address
+        fn = _compiled[kind] = cfunc(_sig, nopython=True, cache=True)(WRAPPERS[kind]).address
     return fn

@@ -8,10 +8,10 @@ Imports nothing from parallel.py, which dispatches to `taps_span`.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
 from onnxexec.kernels import blas
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activations import act_row
 from onnxexec.kernels.blas import f32_ptr
 

@@ -17,8 +17,9 @@ math.exp / math.erf / math.tanh.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
+
+from onnxexec.kernels import objload as nb
 
 f32 = np.float32
 

@@ -52,8 +52,10 @@ def set_threads(n: int, blas_threads: int | None = None) -> int:
         n = _set_numba_threads(n)
         _pending = 0
     else:
+        n = min(n, _numba_cap())
         _pending = n
         objload.set_thread_hint(n)  # kernels that decide on threads before numba loads
+        _size_pool(n)
     blas = n if blas_threads is None else blas_threads
     # threadpool_limits rescans the loaded libraries (~1.5 ms, most of a small
     # model's session creation): skip it when the previous call set the same count.
@@ -74,13 +76,33 @@ def _set_numba_threads(n: int) -> int:
     return n
 
 
+def _numba_cap() -> int:
+    """numba's NUMBA_NUM_THREADS (its default: the CPUs this process may use), read
+    without importing numba."""
+    try:
+        return max(1, int(os.environ.get("NUMBA_NUM_THREADS", "")))
+    except ValueError:
+        return default_threads()
+
+
+def _size_pool(n: int) -> None:
+    # the kernel pool needs no numba (kernels/objload): size it once it is imported
+    par = sys.modules.get("onnxexec.kernels.parallel")
+    if par is not None:
+        par.set_num_threads(n)
+
+
 def apply_pending() -> None:
     """Give numba and the kernel pool the count set_threads recorded before numba was
-    imported (a no-op until then, and after)."""
+    imported (the pool as soon as it exists; numba once it is imported)."""
     global _pending
-    if _pending and "numba" in sys.modules:
+    if not _pending:
+        return
+    if "numba" in sys.modules:
         _set_numba_threads(_pending)
         _pending = 0
+    else:
+        _size_pool(_pending)
 
 
 def _numba_imported(numba: Any) -> None:

@@ -23,6 +23,11 @@ compiler: it only links object code. So a kernel decorated with this `njit` is a
 So the first process compiles (or loads numba's cache) and records; later processes of
 the same kernels, numba, CPU and Python link the records and never load LLVM. Set
 ONNXEXEC_OBJLOAD=0 to always use numba. NUMBA_DISABLE_JIT=1 leaves plain functions.
+
+`cfunc` works the same way for C callbacks (the native thread pool's span kernels):
+its `address` comes from a record. `intrinsic` only defers numba's decorator: an
+intrinsic's code is part of the kernels that call it. Kernels with `prange` are
+recorded as needing numba (they call its threading layer), and so run through numba.
 """
 
 from __future__ import annotations
@@ -41,7 +46,9 @@ from onnxexec.kernels.objload.argkey import call_key, has_key, raw_key
 
 log = logging.getLogger(__name__)
 _lock = threading.RLock()
-_kernels: list[LazyKernel] = []
+_kernels: list[_Lazy] = []
+_late: list[tuple[str, Any]] = []
+CFUNC_KEY = ("cfunc",)
 _thread_hint = 1
 _SUBMODULES = frozenset({"argkey", "elf", "numba_rt", "store"})
 
@@ -50,17 +57,41 @@ def enabled() -> bool:
     return os.environ.get("ONNXEXEC_OBJLOAD", "1") != "0"
 
 
-class LazyKernel:
-    """Stands for `numba.njit(**options)(py_func)` until numba is needed."""
+class _Lazy:
+    """A numba object (`real`) deferred until numba is imported."""
 
     def __init__(self, py_func: Callable[..., Any], options: dict[str, Any]) -> None:
         functools.update_wrapper(self, py_func)
         self.py_func = py_func
         self.options = options
-        self.real: Any = None  # the numba dispatcher, once numba is imported
+        self.real: Any = None
+        self._name = f"{py_func.__module__}.{py_func.__qualname__}"
+        with _lock:
+            _kernels.append(self)
+
+    def make(self, numba: ModuleType) -> Any:
+        raise NotImplementedError
+
+    def __getattr__(self, name: str) -> Any:
+        # numba's own attributes (signatures, overloads, ...) need numba itself
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(_materialize(self), name)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._name}>"
+
+
+class LazyKernel(_Lazy):
+    """Stands for `numba.njit(**options)(py_func)` until numba is needed."""
+
+    def __init__(self, py_func: Callable[..., Any], options: dict[str, Any]) -> None:
+        super().__init__(py_func, options)
         self._linked: dict[tuple[Any, ...], Any] = {}  # by argkey.raw_key
         self._by_key: dict[tuple[Any, ...], Any] = {}  # by argkey.call_key
-        self._name = f"{py_func.__module__}.{py_func.__qualname__}"
+
+    def make(self, numba: ModuleType) -> Any:
+        return numba.njit(self.py_func, **self.options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         real = self.real
@@ -104,45 +135,175 @@ class LazyKernel:
             self._linked[raw] = fn
             return fn
 
-    def __getattr__(self, name: str) -> Any:
-        # numba dispatcher attributes (signatures, overloads, ...) need numba itself
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(_materialize(self), name)
+    def warm(self, *args: Any) -> None:
+        """Link (or, under numba, compile) the overload for `args` without calling it:
+        in the thread that calls this, not in the one that first runs the kernel."""
+        if self.real is None and self._link(raw_key(args), args) is not None:
+            return
+        real = _materialize(self)
+        real.compile(tuple(real.typeof_pyval(a) for a in args))
 
-    def __repr__(self) -> str:
-        return f"<LazyKernel {self._name}>"
+
+class LazyIntrinsic(_Lazy):
+    """Stands for `numba.extending.intrinsic(py_func)`: only compiled code calls an
+    intrinsic, and compiling imports numba, which turns this into the real one."""
+
+    def make(self, numba: ModuleType) -> Any:
+        from numba.extending import intrinsic as make_intrinsic
+
+        return make_intrinsic(self.py_func, **self.options)
+
+    def __call__(self, *args: Any) -> Any:
+        raise TypeError(f"intrinsic {self._name} can only be called from compiled code")
+
+
+class LazyCFunc(_Lazy):
+    """Stands for `numba.cfunc(signature(numba.types), **options)(py_func)`: its C
+    `address` comes from a record (key ("cfunc",)) or, failing that, from numba."""
+
+    def __init__(self, py_func: Callable[..., Any], signature: Callable[[Any], Any],
+                 options: dict[str, Any]) -> None:  # fmt: skip
+        super().__init__(py_func, options)
+        self.signature = signature
+        self._address: int | None = None
+
+    def make(self, numba: ModuleType) -> Any:
+        return numba.cfunc(self.signature(numba.types), **self.options)(self.py_func)
+
+    @property
+    def address(self) -> int:
+        if self.real is not None:
+            return int(self.real.address)
+        if self._address is None and enabled() and "numba" not in sys.modules:
+            from onnxexec.kernels.objload import store
+            from onnxexec.kernels.objload.elf import ObjectLoadError
+
+            with _lock:
+                record = store.read(self._name, CFUNC_KEY)
+                if record is not None:
+                    try:
+                        self._address, self._keep = store.build_cfunc(record)
+                    except (ObjectLoadError, ImportError, OSError) as e:
+                        log.debug("objload: %s via numba: %s", self._name, e)
+        if self._address is not None:
+            return self._address
+        return int(_materialize(self).address)
 
 
 def _record_all() -> None:
     """At exit of a process that used numba: record every overload the LazyKernels'
     dispatchers hold and the store lacks (whether numba compiled it or loaded it from
-    its cache), for the next process."""
+    its cache), every compiled cfunc, and the same for kernels defined after numba
+    came in (`_late`), for the next process."""
     from onnxexec.kernels.objload import argkey, store
 
-    for k in _kernels:
-        for sig, cres in list(getattr(k.real, "overloads", {}).items()):
+    made = [(k._name, k.real) for k in _kernels if k.real is not None]
+    for name, real in made + _late:
+        if getattr(real, "_library", None) is not None and hasattr(real, "native_name"):
+            if not store.exists(name, CFUNC_KEY):
+                store.save_cfunc(name, real)
+            continue
+        for sig, cres in list(getattr(real, "overloads", {}).items()):
             try:
                 key = argkey.signature_key(sig)
             except Exception as e:  # recording is an optimisation: never fail over it
-                log.debug("objload: not recording %s: %s", k._name, e)
+                log.debug("objload: not recording %s: %s", name, e)
                 continue
-            if key is not None and not store.exists(k._name, key):
-                store.save(k._name, key, cres)
+            if key is not None and not store.exists(name, key):
+                store.save(name, key, cres)
+
+
+def _late_made(fn: Callable[..., Any], real: Any) -> Any:
+    """A numba object made after numba was imported in a process that started without
+    it (kernel modules imported late): recorded at exit like a LazyKernel's."""
+    if _kernels and enabled():
+        with _lock:
+            _late.append((f"{fn.__module__}.{fn.__qualname__}", real))
+    return real
 
 
 def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """`numba.njit` that defers importing numba (see the module docstring)."""
     if fn is None:
         return lambda f: njit(f, **options)
-    if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+    if jit_disabled():
         return fn
     if "numba" in sys.modules:
-        return sys.modules["numba"].njit(fn, **options)
-    kernel = LazyKernel(fn, options)
-    with _lock:
-        _kernels.append(kernel)
-    return kernel
+        return _late_made(fn, sys.modules["numba"].njit(fn, **options))
+    return LazyKernel(fn, options)
+
+
+def intrinsic(fn: Callable[..., Any]) -> Any:
+    """`numba.extending.intrinsic` that defers importing numba. The definition's body
+    runs only when numba compiles a kernel that calls it, so it imports numba's
+    `types` / `cgutils` there, not at module level."""
+    if "numba" in sys.modules:
+        from numba.extending import intrinsic as make_intrinsic
+
+        return make_intrinsic(fn)
+    return LazyIntrinsic(fn, {})
+
+
+def cfunc(signature: Callable[[Any], Any], **options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """`numba.cfunc` that defers importing numba; `signature(numba.types)` builds the
+    signature when numba compiles it."""
+
+    def wrap(fn: Callable[..., Any]) -> Any:
+        if "numba" in sys.modules:
+            numba = sys.modules["numba"]
+            return _late_made(fn, numba.cfunc(signature(numba.types), **options)(fn))
+        return LazyCFunc(fn, signature, options)
+
+    return wrap
+
+
+def jit_disabled() -> bool:
+    """NUMBA_DISABLE_JIT, read as numba reads it, without importing numba."""
+    return os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
+
+
+@functools.cache
+def host_cpu_flags() -> frozenset[str]:
+    """This CPU's instruction-set flags (avx2, fma, avx512f, ...), as the kernel lists
+    them in /proc/cpuinfo: from CPUID, less what the OS doesn't enable, which is what
+    LLVM's host detection also checks. Elsewhere, LLVM's own list (loads LLVM)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    import llvmlite.binding as llb
+
+    return frozenset(k for k, v in llb.get_host_cpu_features().items() if v)
+
+
+class _LazyModule:
+    """A numba module imported on first attribute access: for names that intrinsic
+    definitions use in their bodies (`types`, `cgutils`), which run only while numba
+    compiles."""
+
+    def __init__(self, name: str) -> None:
+        self._module_name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(self._module_name), attr)
+
+
+def lazy_module(name: str) -> Any:
+    return _LazyModule(name)
+
+
+def warm(kernel: Any, *args: Any) -> None:
+    """Have `kernel` ready for `args` (linked from a record, or compiled / loaded by
+    numba) without calling it."""
+    if isinstance(kernel, LazyKernel):
+        kernel.warm(*args)
+    else:
+        kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
 
 
 def _materialize(kernel: LazyKernel | None = None) -> Any:
@@ -154,9 +315,24 @@ def _materialize(kernel: LazyKernel | None = None) -> Any:
     with _lock:
         if enabled() and not any(k.real is not None for k in _kernels):
             atexit.register(_record_all)
+        # dispatchers and intrinsics (nothing compiles yet), swapped in before any
+        # cfunc is made: numba compiles a cfunc at once, and that compile must find
+        # numba objects, not placeholders, in the modules it reads. Other cfuncs wait
+        # for their `address`: this may run inside numba's own import, before the
+        # hooks a compile needs (sgemm_packed's asm parser) have run.
         for k in _kernels:
-            if k.real is None:
-                k.real = numba.njit(k.py_func, **k.options)
+            if k.real is None and not isinstance(k, LazyCFunc):
+                k.real = k.make(numba)
+        _swap(numba)
+        if isinstance(kernel, LazyCFunc) and kernel.real is None:
+            kernel.real = kernel.make(numba)
+    return kernel.real if kernel is not None else None
+
+
+def _swap(numba: ModuleType) -> None:
+    """Replace placeholders (and kernel modules' `nb`) by numba's objects in every
+    onnxexec module and every module that defined a placeholder."""
+    with _lock:
         this = sys.modules[__name__]
         homes = {k.py_func.__module__ for k in _kernels}
         for name, mod in list(sys.modules.items()):
@@ -166,11 +342,10 @@ def _materialize(kernel: LazyKernel | None = None) -> Any:
                 continue
             space = mod.__dict__
             for attr, value in list(space.items()):
-                if isinstance(value, LazyKernel) and value.real is not None:
+                if isinstance(value, _Lazy) and value.real is not None:
                     space[attr] = value.real
-                elif value is this and mod is not this:
+                elif value is this and attr == "nb":  # kernel modules' alias only
                     space[attr] = numba
-    return kernel.real if kernel is not None else None
 
 
 def on_numba_import(_numba: ModuleType) -> None:

@@ -127,6 +127,20 @@ def _write(kernel: str, key: tuple[Any, ...], record: dict[str, Any]) -> None:
             os.remove(tmp)
 
 
+def _checked(record: dict[str, Any], *symbols: str) -> dict[str, Any]:
+    """The record, or one saying why its object can't be linked here (e.g. a prange
+    kernel needs numba's threading layer)."""
+    try:
+        obj = load_object(record["code"], numba_rt.resolve)
+        for name in symbols:
+            obj.address(record[name])
+    except ObjectLoadError as e:
+        return {k: v for k, v in record.items() if k not in ("code", "sha256")} | {
+            "unsupported": str(e)
+        }
+    return record
+
+
 def _record_from(cres: Any, key: tuple[Any, ...]) -> dict[str, Any] | None:
     """A loadable record of numba's compile result, one saying why it isn't loadable,
     or None when its object code wasn't kept."""
@@ -149,13 +163,7 @@ def _record_from(cres: Any, key: tuple[Any, ...]) -> dict[str, Any] | None:
         env=cres.target_context.get_env_name(fndesc),
         consts=consts,
     )
-    try:
-        obj = load_object(record["code"], numba_rt.resolve)
-        obj.address(record["wrapper"])
-        obj.address(record["env"])
-    except ObjectLoadError as e:  # e.g. a prange kernel needs numba's threading layer
-        return {**record, "unsupported": str(e)}
-    return record
+    return _checked(record, "wrapper", "env")
 
 
 def save(kernel: str, key: tuple[Any, ...], cres: Any) -> None:
@@ -168,14 +176,43 @@ def save(kernel: str, key: tuple[Any, ...], cres: Any) -> None:
         log.debug("objload: not recording %s: %s", kernel, e)
 
 
-def build(module: Any, record: dict[str, Any]) -> Any:
-    """A callable for a record that has code; raises ObjectLoadError if it can't load."""
+def save_cfunc(kernel: str, cfunc: Any) -> None:
+    """Record a compiled numba cfunc: its library's object code and C wrapper's name."""
+    try:
+        code = getattr(cfunc._library, OBJECT_ATTR, None)
+        if code is None:
+            return
+        key = ("cfunc",)
+        record = {
+            "key": key,
+            "name": cfunc.__name__,
+            "code": code,
+            "sha256": hashlib.sha256(code).hexdigest(),
+            "wrapper": cfunc.native_name,
+        }
+        _write(kernel, key, _checked(record, "wrapper"))
+    except Exception as e:  # recording is an optimisation: never fail over it
+        log.debug("objload: not recording %s: %s", kernel, e)
+
+
+def _linked(record: dict[str, Any]) -> Any:
     if "unsupported" in record:
         raise ObjectLoadError(record["unsupported"])
     if hashlib.sha256(record["code"]).hexdigest() != record["sha256"]:
         # machine code that changed on disk is never run
         raise ObjectLoadError("object code does not match its checksum")
-    obj = load_object(record["code"], numba_rt.resolve)
+    return load_object(record["code"], numba_rt.resolve)
+
+
+def build_cfunc(record: dict[str, Any]) -> tuple[int, Any]:
+    """(C address, object to keep alive) of a recorded cfunc."""
+    obj = _linked(record)
+    return obj.address(record["wrapper"]), obj
+
+
+def build(module: Any, record: dict[str, Any]) -> Any:
+    """A callable for a record that has code; raises ObjectLoadError if it can't load."""
+    obj = _linked(record)
     consts = pickle.loads(record["consts"])
     return numba_rt.make_callable(
         module,

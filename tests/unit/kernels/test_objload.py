@@ -282,3 +282,72 @@ def test_native_kernels_box_arrays_and_raise(tmp_path: Path) -> None:
         assert res["ramp"] == [0.0, 0.5, 1.0, 1.5]
         assert res["error"] == "negative input"  # numba's exception, raised from native code
         assert res["caller"] == 9
+
+
+CONV_RUN = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import onnxexec
+
+    so = onnxexec.SessionOptions(intra_op_num_threads=2)
+    s = onnxexec.InferenceSession(sys.argv[1], so)
+    x = np.random.default_rng(0).standard_normal((1, 16, 32, 32)).astype(np.float32)
+    (y,) = s.run(None, {"x": x})
+    print(json.dumps({"numba": "numba" in sys.modules, "y": y.tolist()}))
+    """
+)
+
+
+def _conv_model(path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+
+    def init(name: str, *shape: int) -> onnx.TensorProto:
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),  # 1x1 expand: pool + packed
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], group=64, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c2", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["c3"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "w4", "b4"], ["y"], transB=1),
+    ]
+    inits = [
+        init("w1", 64, 16, 1, 1), init("b1", 64), init("w2", 64, 1, 3, 3),
+        init("w3", 32, 64, 3, 3), init("b3", 32), init("w4", 10, 32), init("b4", 10),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "convnet",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        inits,
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_conv_session_runs_without_numba(tmp_path: Path) -> None:
+    """A convolution network's kernels, the pool's native jobs (cfunc addresses) and
+    its intrinsics included, run from records in the second process."""
+    import onnxruntime as ort
+
+    model = tmp_path / "convnet.onnx"
+    _conv_model(model)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_JIT"}
+    runs = []
+    for _ in range(2):
+        out = subprocess.run(
+            [sys.executable, "-c", CONV_RUN, str(model)], capture_output=True, text=True, env=env
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs.append(json.loads(out.stdout))
+    assert not runs[1]["numba"]
+    x = np.random.default_rng(0).standard_normal((1, 16, 32, 32)).astype(np.float32)
+    ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for res in runs:
+        np.testing.assert_allclose(res["y"], ref[0], rtol=1e-4, atol=1e-5)
