@@ -306,10 +306,9 @@ def warm(kernel: Any, *args: Any) -> None:
         kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
 
 
-def _materialize(kernel: LazyKernel | None = None) -> Any:
-    """Import numba and turn every LazyKernel into its numba dispatcher, everywhere an
-    onnxexec module or a kernel's own module holds one; returns `kernel`'s
-    dispatcher."""
+def _materialize(kernel: _Lazy | None = None) -> Any:
+    """Import numba and turn every placeholder into its numba object, everywhere an
+    onnxexec module or a kernel's own module holds one; returns `kernel`'s."""
     import numba
 
     with _lock:

@@ -53,6 +53,8 @@ def _raw(a: Any, ndarray: type = np.ndarray) -> Any:
         return (a.dtype, a.ndim, a.flags.num)
     if t is int:
         return t if _I64_MIN <= a <= _I64_MAX else None
+    if t is tuple:  # its elements' types matter, not only that it is a tuple
+        return (t, *map(_raw, a))
     return t
 
 

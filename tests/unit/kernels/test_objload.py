@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onnxexec.kernels.objload.argkey import call_key, signature_key
+from onnxexec.kernels.objload.argkey import call_key, raw_key, signature_key
 from onnxexec.kernels.objload.elf import ObjectLoadError, load_object
 
 pytestmark = pytest.mark.skipif(
@@ -131,6 +131,18 @@ def test_call_key_matches_numba_typeof(value: object) -> None:
     from numba import typeof
 
     assert call_key((value,)) == signature_key((typeof(value),))
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [((1, 2), (1.0, 2.0)), ((1, 2), (1, 2, 3)), (np.zeros(3, np.float32), np.zeros(3))],
+    ids=["tuple-types", "tuple-length", "dtype"],
+)
+def test_raw_key_separates_what_call_key_separates(a: object, b: object) -> None:
+    # every call is dispatched on raw_key: two arguments numba types differently must
+    # never share one, or the second would run the first one's overload
+    assert call_key((a,)) != call_key((b,))
+    assert raw_key((a,)) != raw_key((b,))
 
 
 def test_values_without_a_key() -> None:
