@@ -1,7 +1,10 @@
 """2-D float32 convolution for the fused Conv op, bias and activation included.
 
 - depthwise (one input channel per group): kernels/depthwise.py's direct kernel.
-- KxK with the weight stored OHWI (ir/passes/conv_layout.py), fewer output pixels than
+- KxK with the weight stored OHWI (ir/passes/conv_layout.py) on AVX-512 hosts,
+  stride 1 or cheap phase planes (conv_direct.use_direct): kernels/conv_direct.py,
+  register-blocked tiles over every tap and channel reading the planes in place.
+- KxK with the weight stored OHWI, fewer output pixels than
   channels (conv_rows.use_rows: ResNet's 14x14 / 7x7 stages): an im2row matrix built
   from an HWC copy of the input, then one sgemm against it whose weight rows are split
   across threads (kernels/conv_rows.py, kernels/conv_gemm.py).
@@ -34,6 +37,7 @@ import numpy as np
 from onnxexec.kernels import blas
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activations import act_row
+from onnxexec.kernels.conv_direct import conv_direct, use_direct
 from onnxexec.kernels.conv_gemm import PARALLEL_MACS, Epi, Geo, pointwise, rows_conv
 from onnxexec.kernels.conv_rows import use_rows
 from onnxexec.kernels.conv_taps import conv_taps, ohwi, phase_planes, use_taps
@@ -127,6 +131,17 @@ def conv2d(
     mg = m // group
     sh, sw = strides[0], strides[1]
     geo = Geo(kh, kw, sh, sw, pads[0], pads[1], dilations[0], dilations[1], ow)
+    if use_direct(cg, kh, kw, sh, sw, height, width) and ohwi(w):
+        wo = w.transpose(0, 2, 3, 1)  # (M, KH, KW, Cg), C-contiguous
+        for i in range(n):
+            for g in range(group):
+                sl = slice(g * mg, (g + 1) * mg)
+                conv_direct(
+                    x[i], g * cg, (g + 1) * cg, wo[sl], out[i, sl].reshape(mg, oh * ow),
+                    strides, pads[:2], dilations, out_hw, None if b is None else b[sl],
+                    None if zc is None else zc[i, sl].reshape(mg, oh * ow), act, alpha, beta,
+                )  # fmt: skip
+        return out
     if use_rows(cg, mg, oh * ow, kh, kw) and ohwi(w):
         wo = w.transpose(0, 2, 3, 1).reshape(m, kh * kw * cg)  # C-contiguous: no copy
         for i in range(n):

@@ -13,6 +13,7 @@ import numpy as np
 
 from onnxexec.kernels import blas, conv_rows, pointwise_packed
 from onnxexec.kernels.activations import _epilogue, epilogue
+from onnxexec.kernels.conv_direct import pointwise_direct, use_direct_pointwise
 from onnxexec.kernels.conv_taps import pointwise_span
 from onnxexec.kernels.parallel import (
     ARGS,
@@ -88,6 +89,10 @@ def pointwise(
     )
     bb = _NO_BIAS if bias is None else bias
     zz = _NO_Z if z is None else z
+    contiguous = wm.flags.c_contiguous and xm.flags.c_contiguous and y.flags.c_contiguous
+    if contiguous and (z is None or z.flags.c_contiguous) and use_direct_pointwise(wm.shape[1], p):
+        pointwise_direct(wm, xm, y, bias, z, act, alpha, beta)
+        return
     if use_packed(wm.shape[1], mg, p) and _pointwise_packed(wm, xm, y, bias, z, act, alpha, beta):
         return
     fn = blas.SGEMM

@@ -20,6 +20,7 @@ from onnxexec.kernels import objload as nb
 from onnxexec.kernels.blas import gemm_span
 from onnxexec.kernels.conv_rows import im2row_span
 from onnxexec.kernels.depthwise_planes import dw_span
+from onnxexec.kernels.direct_job import direct_job
 from onnxexec.kernels.im2col_job import im2col_span
 from onnxexec.kernels.mha_job import attn_span
 from onnxexec.kernels.objload import cfunc
@@ -69,6 +70,10 @@ def _pw(ap, fp, s0, s1):
     pointwise_job(nb.carray(ap, (ARG_SLOTS,)), nb.carray(fp, (FLOAT_SLOTS,)), s0, s1)
 
 
+def _direct(ap, fp, s0, s1):
+    direct_job(nb.carray(ap, (ARG_SLOTS,)), nb.carray(fp, (FLOAT_SLOTS,)), s0, s1)
+
+
 # kind (parallel.KIND_*) -> its span kernel's wrapper
 WRAPPERS: Final[dict[int, Callable[..., None]]] = {
     1: _gemm,
@@ -79,6 +84,7 @@ WRAPPERS: Final[dict[int, Callable[..., None]]] = {
     6: _taps,
     7: _attn,
     8: _pw,
+    9: _direct,
 }
 _compiled: dict[int, int] = {}
 

@@ -1,13 +1,14 @@
 """ORT_ENABLE_ALL layout pass: constant KxK conv weights stored "OHWI" for the
-tap-GEMM and im2row conv kernels (kernels/conv_taps.py, kernels/conv_rows.py).
+direct, tap-GEMM and im2row conv kernels (kernels/conv_direct.py,
+kernels/conv_taps.py, kernels/conv_rows.py).
 
 The weight keeps its name, shape (M, Cg, KH, KW) and values: only its memory order
 changes (an (M, KH, KW, Cg) C-contiguous array seen through a transposed view), so
 every reader still sees the same tensor and the saved model is unchanged. The kernels
 then read each tap's (M, Cg) matrix, or the whole (M, KH*KW*Cg) matrix, in place. A
 weight is re-stored only when every node reading it is a float32 FusedConv whose
-output shape is known and for which the kernel picks one of those paths (`use_taps`,
-`use_rows`); anything else would pay a copy per call.
+output shape is known and for which the kernel picks one of those paths (`use_direct`,
+`use_taps`, `use_rows`); anything else would pay a copy per call.
 Runs after prepack, which would otherwise turn the view back into OIHW.
 """
 
@@ -35,11 +36,18 @@ def _wants_taps(n: Node, facts: dict, ed: GraphEditor) -> bool:
     group = n.attrs.get("group", 1)
     if not isinstance(ow, int) or not isinstance(group, int) or group < 1:
         return False
+    from onnxexec.kernels.conv_direct import use_direct
     from onnxexec.kernels.conv_rows import use_rows
     from onnxexec.kernels.conv_taps import use_taps
 
     rows = isinstance(oh, int) and use_rows(cg, m // group, oh * ow, kh, kw)
-    return rows or use_taps(cg, ow, kh, kw)
+    if rows or use_taps(cg, ow, kh, kw):
+        return True
+    hw = x.shape[2:] if x.shape is not None and len(x.shape) == 4 else (None, None)
+    strides = n.attrs.get("strides") or (1, 1)
+    if not all(isinstance(v, int) for v in (*hw, *strides)) or len(strides) != 2:
+        return False
+    return use_direct(cg, kh, kw, strides[0], strides[1], hw[0], hw[1])
 
 
 def conv_layout(g: Graph) -> Graph:

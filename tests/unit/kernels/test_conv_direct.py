@@ -1,0 +1,140 @@
+"""kernels.conv_direct (register-blocked tiles over every tap, reading the phase planes
+or the 1x1 input in place) against a float64 numpy conv: strides, dilation,
+asymmetric pads, groups, batch, the stems' few input channels, row counts that are
+not a multiple of the 12-row tile, partial 32-column panels, bias / residual / every
+fused activation, NaN through Relu / Clip, the block and channel splits on the
+pool, and conv2d's dispatch to it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnxexec.kernels import direct_job
+from onnxexec.kernels.activations import ACT
+from onnxexec.kernels.conv2d import conv2d
+from onnxexec.kernels.conv_direct import (
+    conv_direct,
+    pointwise_direct,
+    use_direct,
+    use_direct_pointwise,
+)
+from onnxexec.kernels.conv_taps import to_ohwi
+from tests.unit.kernels.test_conv_taps import _reference
+
+pytestmark = pytest.mark.skipif(not direct_job.AVAILABLE, reason="needs AVX-512 (avx512f)")
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _act_ref(y: np.ndarray, code: int, alpha: float, beta: float) -> np.ndarray:
+    """The fused activations in float64 (kernels/activations.py's codes)."""
+    from math import erf
+
+    if code == ACT["Relu"]:
+        return np.maximum(y, 0.0)
+    if code == ACT["Clip"]:
+        return np.minimum(np.maximum(y, alpha), beta)
+    if code == ACT["LeakyRelu"]:
+        return np.where(y >= 0, y, y * alpha)
+    if code == ACT["Gelu"]:
+        return 0.5 * y * (1.0 + np.vectorize(erf)(y / np.sqrt(2.0)))
+    if code == ACT["Sigmoid"]:
+        return 1.0 / (1.0 + np.exp(-y))
+    assert code == 0
+    return y
+
+
+KXK = [
+    # x shape, w shape, strides, pads (top, left, bottom, right), dilations, group
+    ((1, 16, 20, 21), (24, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 3x3, 2 tiles of 12
+    ((2, 32, 9, 7), (40, 32, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # batch 2, 7 wide
+    ((1, 3, 45, 47), (16, 3, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 1),  # 7x7 stem
+    ((1, 3, 33, 32), (13, 3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),  # 3x3 stem, 13 rows
+    ((1, 20, 17, 19), (8, 20, 3, 5), (2, 3), (0, 2, 1, 1), (2, 1), 1),  # mixed strides, dil
+    ((1, 32, 18, 26), (48, 16, 3, 3), (1, 1), (1, 0, 2, 1), (1, 1), 2),  # grouped, asym pads
+    ((1, 8, 12, 12), (5, 8, 2, 2), (1, 1), (0, 0, 0, 0), (2, 2), 1),  # dilated 2x2, 5 rows
+]
+ACTS = [("", 0.0, 0.0), ("Relu", 0.0, 0.0), ("Clip", -0.5, 0.7), ("LeakyRelu", 0.1, 0.0)]
+
+
+@pytest.mark.parametrize("shape, wshape, s, p, d, group", KXK)
+@pytest.mark.parametrize("act, alpha, beta", ACTS)
+def test_kxk_against_reference(threads, shape, wshape, s, p, d, group, act, alpha, beta):
+    x, w, b = _rand(*shape), _rand(*wshape, seed=1), _rand(wshape[0], seed=2)
+    ref, out_hw = _reference(x, w, b, s, p, d, group)
+    code = ACT[act]
+    assert use_direct(wshape[1], *wshape[2:], *s, *shape[2:])  # conv2d takes this path
+    y = conv2d(x, to_ohwi(w), b, s, p, d, group, out_hw, code, alpha, beta)
+    np.testing.assert_allclose(y, _act_ref(ref, code, alpha, beta), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape, wshape, s, p, d, group", KXK[:4])
+@pytest.mark.parametrize("act", ["", "Relu", "Gelu"])
+def test_kxk_residual(threads, shape, wshape, s, p, d, group, act):
+    """act(conv + bias + z): the residual comes before the activation, so the tiles
+    leave the clamp to the epilogue."""
+    x, w = _rand(*shape), _rand(*wshape, seed=1)
+    ref, out_hw = _reference(x, w, None, s, p, d, group)
+    z = _rand(*ref.shape, seed=3)
+    y = conv2d(x, to_ohwi(w), None, s, p, d, group, out_hw, ACT[act], 0.0, 0.0, z)
+    expect = _act_ref(ref + z, ACT[act], 0.0, 0.0)
+    np.testing.assert_allclose(y, expect, rtol=1e-4, atol=1e-4)
+
+
+def test_kxk_called_directly_matches_the_reference():
+    """conv_direct itself on one image: y (M, OH*OW) written in place."""
+    x, w, b = _rand(1, 12, 15, 16), _rand(30, 12, 3, 3, seed=1), _rand(30, seed=2)
+    ref, (oh, ow) = _reference(x, w, b, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    y = np.full((30, oh * ow), np.nan, dtype=np.float32)
+    wo = np.ascontiguousarray(w.transpose(0, 2, 3, 1))
+    conv_direct(x[0], 0, 12, wo, y, (1, 1), (1, 1), (1, 1), (oh, ow), b, None, 0, 0.0, 0.0)
+    np.testing.assert_allclose(y.reshape(ref.shape), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "c, m, p",
+    [(16, 96, 12544), (24, 37, 3136 + 5), (64, 256, 3136), (32, 192, 784), (7, 12, 100)],
+)
+@pytest.mark.parametrize("act, alpha, beta", [*ACTS, ("Sigmoid", 0.0, 0.0)])
+@pytest.mark.parametrize("residual", [False, True])
+def test_pointwise_against_reference(threads, c, m, p, act, alpha, beta, residual):
+    """Full panels stored by the tiles, a partial last panel through the scratch."""
+    wm, xm, b = _rand(m, c, seed=1), _rand(c, p), _rand(m, seed=2)
+    z = _rand(m, p, seed=3) if residual else None
+    y = np.full((m, p), np.nan, dtype=np.float32)
+    code = ACT[act]
+    pointwise_direct(wm, xm, y, b, z, code, alpha, beta)
+    ref = wm.astype(np.float64) @ xm.astype(np.float64) + b[:, None]
+    if z is not None:
+        ref = ref + z
+    np.testing.assert_allclose(y, _act_ref(ref, code, alpha, beta), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("act, low, high", [("Relu", 0.0, np.inf), ("Clip", 0.0, 6.0)])
+def test_nan_stays_nan_through_the_clamp(act, low, high):
+    """The tiles' max / min keep NaN, as numpy's maximum / minimum (and onnxruntime's
+    Relu / Clip) do, and leave the other outputs alone."""
+    wm, xm = _rand(24, 16, seed=1), _rand(16, 3136)
+    xm[3, 100] = np.nan
+    y = np.empty((24, 3136), dtype=np.float32)
+    pointwise_direct(wm, xm, y, None, None, ACT[act], low, high)
+    assert np.isnan(y[:, 100]).all()
+    ok = np.ones(3136, dtype=bool)
+    ok[100] = False
+    ref = np.clip(wm.astype(np.float64) @ xm[:, ok], low, high)
+    np.testing.assert_allclose(y[:, ok], ref, rtol=1e-4, atol=1e-4)
+
+
+def test_dispatch_rules():
+    """KxK: stride 1 always; strided only with few input channels or small planes.
+    1x1: few input channels over many pixels."""
+    assert use_direct(64, 3, 3, 1, 1, 56, 56)
+    assert use_direct(3, 7, 7, 2, 2, 224, 224)  # ResNet's stem
+    assert use_direct(3, 3, 3, 2, 2, 224, 224)  # MobileNetV2's stem
+    assert not use_direct(128, 3, 3, 2, 2, 56, 56)  # big phase planes: conv_taps / im2col
+    assert not use_direct(64, 1, 1, 1, 1, 56, 56)  # 1x1 goes through conv_gemm.pointwise
+    assert use_direct_pointwise(64, 3136) and use_direct_pointwise(16, 12544)
+    assert not use_direct_pointwise(512, 49) and not use_direct_pointwise(320, 3136)
