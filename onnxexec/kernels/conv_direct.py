@@ -19,7 +19,6 @@ from functools import lru_cache
 import numpy as np
 
 from onnxexec.kernels import direct_job as dj
-from onnxexec.kernels.conv_taps import _split_phases
 from onnxexec.kernels.parallel import ARGS, KIND_DIRECT, MAX_SPANS, native_pool, num_threads
 
 f32 = np.float32
@@ -77,7 +76,7 @@ def _planes(
     size = sh * sw * (c1 - c0) * hq * wq
     buf = np.zeros(size + dj.NR, dtype=f32)
     xq = buf[:size].reshape(sh * sw, c1 - c0, hq, wq)
-    _split_phases(xi, c0, c1, ph, pw, sh, sw, xq)
+    dj.split_phases(xi, c0, c1, ph, pw, sh, sw, xq)
     return xq
 
 

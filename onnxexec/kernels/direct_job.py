@@ -26,9 +26,10 @@ into the output tile) this moves no data but the accumulators' one store.
 
 Spans (kernels/parallel.py KIND_DIRECT) are ranges of column blocks (output rows)
 or, when there are few of those, of channel tiles. A column block holds whole output
-rows, sized so its input window and its ext (M x cols) block stay in L2; the
-epilogue (bias, residual, activation, dropping junk columns) runs on the block while
-it is hot. Results: each output is one sum in k order with fused multiply-adds, as
+rows, sized so its input window and its ext (M x cols) block stay in L2. The tiles
+add the bias and apply Relu / Clip before their store (when no residual comes first);
+the block epilogue adds the residual, runs any other activation and drops the junk
+columns while the block is hot. Results: each output is one sum in k order with fused multiply-adds, as
 BLAS's within a block of k; tests/unit/kernels/test_conv_direct.py compares with a
 float64 numpy convolution.
 """
@@ -47,7 +48,6 @@ from onnxexec.kernels.blas import f32_ptr
 from onnxexec.kernels.objload import host_cpu_flags, intrinsic, jit_disabled, lazy_module
 
 types = lazy_module("numba.core.types")
-cgutils = lazy_module("numba.core.cgutils")
 _FEATURES = host_cpu_flags()
 
 
@@ -63,6 +63,7 @@ AVAILABLE: Final = not jit_disabled() and "avx512f" in _FEATURES
 MR: Final = 12  # output channels per tile (24 zmm accumulators)
 NR: Final = 32  # output pixels per tile (two zmm)
 _I64 = ir.IntType(64)
+U = np.uint64
 _L2_FLOATS: Final = 1 << 17  # 512 KB: an input window or ext block kept in L2
 
 # the micro-kernel's parameter block (int64): W rows, their stride (bytes), X base,
@@ -183,20 +184,6 @@ def i64_ptr(typingctx, addr):
     return sig, codegen
 
 
-@intrinsic
-def copy_f32(typingctx, dst, src, n):
-    """memcpy of n float32 between addresses (rows too short for a vector loop)."""
-    sig = types.void(types.int64, types.int64, types.int64)
-
-    def codegen(context, builder, signature, args):
-        d, s_, n_ = args
-        i8p = ir.IntType(8).as_pointer()
-        cgutils.raw_memcpy(builder, builder.inttoptr(d, i8p), builder.inttoptr(s_, i8p), n_, 4)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
 def segments(
     kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, cg: int, hq: int, wq: int
 ) -> np.ndarray:
@@ -210,6 +197,44 @@ def segments(
             plane = (ra % sh) * sw + cb % sw
             seg[a * kw + b] = (4 * (plane * cg * hq * wq + (ra // sh) * wq + cb // sw), cg)
     return seg
+
+
+@nb.njit(nogil=True, cache=True, error_model="numpy")
+def split_phases(x, c0, c1, ph, pw, sh, sw, xq):
+    """xq[(u * sw + v), c - c0, R, T] = x[c, R * sh + u - ph, T * sw + v - pw] for the
+    input's pixels (xq zeroed by the caller: the padding stays zero). As conv_taps.
+    _split_phases, with uint64 indices (a signed index makes numba test for negative
+    wrap-around on every access, which keeps LLVM from vectorizing the copies) and
+    stride 2's columns deinterleaved in one pass, as kernels/depthwise_planes.py."""
+    height, width = x.shape[1], x.shape[2]
+    hq, wq = xq.shape[2], xq.shape[3]
+    plane = U(hq * wq)
+    chan = U(c1 - c0) * plane  # floats between phase planes
+    flat = xq.reshape(-1)
+    half, odd = width // 2, width % 2
+    for c in range(c0, c1):
+        xs = x[c].reshape(-1)
+        cb = U(c - c0) * plane
+        for r in range(height):
+            rr = r + ph
+            base = U((rr % sh) * sw) * chan + cb + U((rr // sh) * wq)
+            s0 = U(r * width)
+            if sw == 1:
+                d0 = base + U(pw)
+                for t in range(width):
+                    flat[d0 + U(t)] = xs[s0 + U(t)]
+            elif sw == 2:
+                d0 = base + U(pw % 2) * chan + U(pw // 2)
+                d1 = base + U((pw + 1) % 2) * chan + U((pw + 1) // 2)
+                for k in range(half):
+                    flat[d0 + U(k)] = xs[s0 + U(2) * U(k)]
+                    flat[d1 + U(k)] = xs[s0 + U(2) * U(k) + U(1)]
+                if odd:
+                    flat[d0 + U(half)] = xs[s0 + U(width - 1)]
+            else:
+                for col in range(width):
+                    pc = col + pw
+                    flat[base + U(pc % sw) * chan + U(pc // sw)] = xs[s0 + U(col)]
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
@@ -246,27 +271,31 @@ def direct_block(x, ldb, w, segs, m0, m1, q0, ncols, c, ldc, bias, z, clamp):
 @nb.njit(nogil=True, cache=True, error_model="numpy")
 def _finish(ext, m0, m1, wq, ow, i0, i1, y, bias, has_b, z, has_z, code, al, be):
     """y[m, i * OW + j] = act(ext[m - m0, (i - i0) * wq + j] + bias[m] + z[m, same]);
-    has_b / code 0 when the tiles applied them already."""
+    has_b / code 0 when the tiles applied them already. uint64 indices (U): with
+    signed ones numba tests each for negative wrap-around and LLVM leaves the short
+    rows (7-112 floats) unvectorized, 2x slower on 56-wide rows."""
     tmp = np.empty(ow, dtype=np.float32)
     scratch = np.empty(ow, dtype=np.int32)
     a32, b32 = np.float32(al), np.float32(be)
     for m in range(m0, m1):
         b0 = bias[m] if has_b else np.float32(0.0)
         src = ext[m - m0]
+        dst = y[m]
+        zr = z[m] if has_z else z[0]
         for i in range(i0, i1):
-            so = (i - i0) * wq
-            dst = y[m, i * ow : (i + 1) * ow]
+            so = U((i - i0) * wq)
+            do = U(i * ow)
             if has_z:
-                zr = z[m, i * ow : (i + 1) * ow]
                 for j in range(ow):
-                    dst[j] = src[so + j] + b0 + zr[j]
+                    dst[do + U(j)] = src[so + U(j)] + b0 + zr[do + U(j)]
             elif has_b:
                 for j in range(ow):
-                    dst[j] = src[so + j] + b0
+                    dst[do + U(j)] = src[so + U(j)] + b0
             else:
-                copy_f32(dst.ctypes.data, src.ctypes.data + 4 * so, ow)
+                for j in range(ow):
+                    dst[do + U(j)] = src[so + U(j)]
             if code:
-                act_row(dst, code, a32, b32, tmp, scratch)
+                act_row(dst[i * ow : (i + 1) * ow], code, a32, b32, tmp, scratch)
 
 
 def clamp_of(code: int, alpha: float, beta: float) -> np.ndarray | None:

@@ -1,4 +1,4 @@
-"""ir.passes.conv_layout: tap- and im2row-path FusedConv weights re-stored OHWI (same
+"""ir.passes.conv_layout: direct-, tap- and im2row-path FusedConv weights re-stored OHWI (same
 name, shape and values), others untouched; optimized and unoptimized graphs give the
 same outputs."""
 
@@ -8,6 +8,7 @@ import numpy as np
 
 from onnxexec.ir.passes.conv_layout import conv_layout
 from onnxexec.ir.passes.fuse_activation import fuse_activation
+from onnxexec.kernels import direct_job
 from onnxexec.kernels.conv_taps import ohwi
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, rand
 
@@ -44,15 +45,24 @@ def test_deep_narrow_3x3_weights_restored_ohwi() -> None:
     assert_same_outputs(g, out, {"x": rand(1, 16, 7, 7, seed=9)}, rtol=1e-4, atol=1e-4)
 
 
-def test_non_matching_convs_untouched() -> None:
-    # 1x1 (pointwise path), too few input channels, too narrow an output
-    for ws, xs, pads in [
-        ((24, 16, 1, 1), [1, 16, 20, 20], (0, 0, 0, 0)),
-        ((24, 8, 3, 3), [1, 8, 20, 20], (1, 1, 1, 1)),
-        ((24, 16, 3, 3), [1, 16, 7, 7], (1, 1, 1, 1)),
-    ]:
-        g = fuse_activation(_convs([ws], xs, pads))
-        assert conv_layout(g) is g
+def test_pointwise_convs_untouched() -> None:
+    """1x1 convs read W (M, C) as it is stored (conv_gemm.pointwise)."""
+    g = fuse_activation(_convs([(24, 16, 1, 1)], [1, 16, 20, 20], (0, 0, 0, 0)))
+    assert conv_layout(g) is g
+
+
+def test_direct_path_weights_restored_only_where_it_runs() -> None:
+    """Too few input channels or too narrow an output for the tap and im2row paths:
+    the direct kernel (AVX-512 hosts) takes them, so their weights are re-stored there
+    and left alone elsewhere."""
+    for ws, xs in [((24, 8, 3, 3), [1, 8, 20, 20]), ((24, 16, 3, 3), [1, 16, 7, 7])]:
+        g = fuse_activation(_convs([ws], xs))
+        out = conv_layout(g)
+        if not direct_job.AVAILABLE:
+            assert out is g
+            continue
+        assert ohwi(out.initializers["w0"])
+        assert_same_outputs(g, out, {"x": rand(*xs, seed=9)}, rtol=1e-4, atol=1e-4)
 
 
 def test_weight_shared_with_another_reader_untouched() -> None:
