@@ -29,9 +29,9 @@ or, when there are few of those, of channel tiles. A column block holds whole ou
 rows, sized so its input window and its ext (M x cols) block stay in L2. The tiles
 add the bias and apply Relu / Clip before their store (when no residual comes first);
 the block epilogue adds the residual, runs any other activation and drops the junk
-columns while the block is hot. Results: each output is one sum in k order with fused multiply-adds, as
-BLAS's within a block of k; tests/unit/kernels/test_conv_direct.py compares with a
-float64 numpy convolution.
+columns while the block is hot. Results: each output is one sum in k order with
+fused multiply-adds, as BLAS's within a block of k; tests/unit/kernels/
+test_conv_direct.py compares with a float64 numpy convolution.
 """
 
 from __future__ import annotations
@@ -110,7 +110,11 @@ def _asm_tile(rows: int) -> str:
     out += ["test %rcx, %rcx", "jle 3f", "0:"]
     out += ["mov (%rsi), %rdx", "add %r14, %rdx", "mov 8(%rsi), %rdi"]
     out += ["test %rdi, %rdi", "jle 2f", "1:"]
-    out += ["vmovups (%rdx), %zmm24", "vmovups 64(%rdx), %zmm25", "add %r13, %rdx"]
+    # the next tile along the row (32 columns on) reads the 128 bytes after these:
+    # fetch them now, as each k's row is a stride away from the last (its own page
+    # for a 1x1 conv's input), which the hardware prefetchers don't follow
+    out += ["vmovups (%rdx), %zmm24", "vmovups 64(%rdx), %zmm25"]
+    out += ["prefetcht0 128(%rdx)", "prefetcht0 192(%rdx)", "add %r13, %rdx"]
     for r in range(rows):
         t = 26 + r % 2
         out.append(f"vbroadcastss {row(r, '%r12')}, %zmm{t}")
