@@ -114,7 +114,6 @@ def _dw_fused(x, w, bias, has_bias, z, has_z, geo, out, m0, m1, code, al, be):
             i1 = min(oh, i0 + rows_per_block)
             p0 = U(i0 * wq)
             n = (i1 - i0 - 1) * wq + ow
-            e = acc[:n]
             if run:
                 for t in range(9):
                     params[t] = xq_at + 4 * (p0 + tap[t])
@@ -123,6 +122,7 @@ def _dw_fused(x, w, bias, has_bias, z, has_z, geo, out, m0, m1, code, al, be):
                 params[12] = bias_at + 4 * m if has_bias else bias_at
                 dw9_run(params_at)
             elif fast3:
+                e = acc[:n]
                 o0, o1, o2 = p0 + tap[0], p0 + tap[1], p0 + tap[2]
                 o3, o4, o5 = p0 + tap[3], p0 + tap[4], p0 + tap[5]
                 o6, o7, o8 = p0 + tap[6], p0 + tap[7], p0 + tap[8]
@@ -140,6 +140,7 @@ def _dw_fused(x, w, bias, has_bias, z, has_z, geo, out, m0, m1, code, al, be):
                     q = U(p)
                     e[q] += w6 * xq[o6 + q] + w7 * xq[o7 + q] + w8 * xq[o8 + q]
             else:
+                e = acc[:n]
                 for p in range(n):
                     e[p] = b0
                 for t in range(kh * kw):
@@ -159,7 +160,7 @@ def _dw_fused(x, w, bias, has_bias, z, has_z, geo, out, m0, m1, code, al, be):
                     act_row(orow, code, a32, b32, tmp, scratch)
                 continue
             if not clamped:
-                act_row(e, code, a32, b32, tmp, scratch)
+                act_row(acc[:n], code, a32, b32, tmp, scratch)
             for i in range(i0, i1):
                 q0, e0 = U(i * ow), U((i - i0) * wq)
                 for j in range(ow):

@@ -3,7 +3,7 @@ or the 1x1 input in place) against a float64 numpy conv: strides, dilation,
 asymmetric pads, groups, batch, the stems' few input channels, row counts that are
 not a multiple of the 12-row tile, partial 32-column panels, bias / residual / every
 fused activation, NaN through Relu / Clip, the block and channel splits on the
-pool, and conv2d's dispatch to it."""
+pool, conv2d's dispatch to it, and the 3x3 depthwise kernel's AVX-512 run."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from onnxexec.kernels.conv_direct import (
     use_direct_pointwise,
 )
 from onnxexec.kernels.conv_taps import to_ohwi
+from onnxexec.kernels.depthwise import depthwise2d_fused
 from tests.unit.kernels.test_conv_taps import _reference
 
 pytestmark = pytest.mark.skipif(not direct_job.AVAILABLE, reason="needs AVX-512 (avx512f)")
@@ -138,3 +139,30 @@ def test_dispatch_rules():
     assert not use_direct(64, 1, 1, 1, 1, 56, 56)  # 1x1 goes through conv_gemm.pointwise
     assert use_direct_pointwise(64, 3136) and use_direct_pointwise(16, 12544)
     assert not use_direct_pointwise(512, 49) and not use_direct_pointwise(320, 3136)
+
+
+@pytest.mark.parametrize("act, alpha, beta", [*ACTS, ("Sigmoid", 0.0, 0.0)])
+def test_depthwise_run_against_reference(threads, act, alpha, beta):
+    """The 3x3 depthwise kernel's AVX-512 run (kernels/dw_asm.py): the clamp in
+    registers for Relu / Clip, the numba epilogue for the other activations."""
+    x, w, b = _rand(1, 24, 30, 33), _rand(24, 1, 3, 3, seed=1), _rand(24, seed=2)
+    ref, out_hw = _reference(x, w, b, (1, 1), (1, 1, 1, 1), (1, 1), 24)
+    out = np.empty((1, 24, *out_hw), dtype=np.float32)
+    code = ACT[act]
+    depthwise2d_fused(x, w, b, (1, 1), (1, 1), (1, 1), out, code, alpha, beta)
+    np.testing.assert_allclose(out, _act_ref(ref, code, alpha, beta), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("act, low, high", [("Relu", 0.0, np.inf), ("Clip", 0.0, 6.0)])
+def test_depthwise_nan_stays_nan(act, low, high):
+    """A NaN input pixel makes NaN of the outputs whose taps read it, through the
+    run's clamp, and only of those."""
+    x, w = _rand(1, 4, 12, 40), _rand(4, 1, 3, 3, seed=1)
+    x[0, 2, 5, 17] = np.nan
+    out = np.empty((1, 4, 12, 40), dtype=np.float32)
+    depthwise2d_fused(x, w, None, (1, 1), (1, 1), (1, 1), out, ACT[act], low, high)
+    hit = np.zeros(out.shape, dtype=bool)
+    hit[0, 2, 4:7, 16:19] = True
+    assert np.isnan(out[hit]).all()
+    ref, _ = _reference(np.nan_to_num(x, nan=0.0), w, None, (1, 1), (1, 1, 1, 1), (1, 1), 4)
+    np.testing.assert_allclose(out[~hit], np.clip(ref, low, high)[~hit], rtol=1e-4, atol=1e-4)
