@@ -27,6 +27,7 @@ from onnxexec.kernels.activations import _epilogue
 from onnxexec.kernels.blas import f32_ptr
 
 AVAILABLE: Final = sgemm_packed.AVAILABLE
+AVX512: Final = sgemm_packed.AVX512
 NR: Final = sgemm_packed.NR
 _BLOCK_FLOATS: Final = 1 << 15  # a column block's outputs (M x cols): 128 KB, in L2
 

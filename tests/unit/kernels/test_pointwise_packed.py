@@ -106,9 +106,14 @@ def test_job_spans_cover_rows_or_columns(axis) -> None:
 
 
 @pytest.mark.parametrize("m, c, p", [(96, 16, 12544), (144, 24, 3136), (192, 32, 784)])
-def test_pointwise_takes_the_packed_path_for_expanding_layers(threads, m, c, p) -> None:
+def test_pointwise_takes_the_packed_path_for_expanding_layers(
+    threads, monkeypatch, m, c, p
+) -> None:
     """MobileNetV2's expand layers go through the packed kernels (on the pool with 2
-    or 3 threads: conftest's `threads`) and match numpy with bias, residual and Clip."""
+    or 3 threads: conftest's `threads`) and match numpy with bias, residual and Clip.
+    The direct kernel (kernels/conv_direct.py), which takes these shapes first on
+    AVX-512 hosts, is turned off here."""
+    monkeypatch.setattr(conv_gemm, "use_direct_pointwise", lambda c, p: False)
     assert conv_gemm.use_packed(c, m, p)
     w, x, b, z = _rand(m, c, seed=1), _rand(c, p, seed=2), _rand(m, seed=3), _rand(m, p, seed=4)
     y = np.full((m, p), np.nan, np.float32)
@@ -118,5 +123,23 @@ def test_pointwise_takes_the_packed_path_for_expanding_layers(threads, m, c, p) 
 
 def test_use_packed_rule() -> None:
     assert conv_gemm.use_packed(16, 96, 12544)
-    assert not conv_gemm.use_packed(144, 24, 3136)  # projection: OpenBLAS
-    assert not conv_gemm.use_packed(320, 1280, 49)  # few pixels: OpenBLAS
+    # AVX-512 hosts also pack projections from 28x28 up and small few-pixel products
+    avx512 = pointwise_packed.AVX512
+    assert conv_gemm.use_packed(144, 24, 3136) == avx512  # projection
+    assert conv_gemm.use_packed(320, 1280, 49) == avx512  # few pixels, 2^19 weight
+    assert conv_gemm.use_packed(96, 576, 196) == avx512  # 14x14, 2^16 weight
+    assert not conv_gemm.use_packed(1024, 256, 196)  # ResNet-50's 14x14: OpenBLAS
+    assert not conv_gemm.use_packed(512, 2048, 49)  # ResNet-50's 7x7: OpenBLAS
+
+
+@pytest.mark.parametrize(
+    "m, c, p", [(160, 960, 49), (960, 160, 49), (96, 576, 196), (32, 192, 784)]
+)
+def test_small_and_projecting_products_on_avx512(threads, m, c, p) -> None:
+    """The shapes use_packed sends to the packed kernels on AVX-512 hosts only (few
+    pixels, projections): same results as numpy with bias, residual and Relu."""
+    w, x, b, z = _rand(m, c, seed=1), _rand(c, p, seed=2), _rand(m, seed=3), _rand(m, p, seed=4)
+    assert conv_gemm.use_packed(c, m, p) == pointwise_packed.AVX512
+    y = np.full((m, p), np.nan, np.float32)
+    conv_gemm.pointwise(w, x, y, b, z, ACT["Relu"], 0.0, 0.0)
+    np.testing.assert_allclose(y, _want(w, x, b, z, "Relu", 0.0, 0.0), rtol=1e-4, atol=1e-4)
