@@ -6,8 +6,9 @@ outputs are: bias, nine fused multiply-adds whose memory operands are the runs'
 next 16 floats, a clamp (max / min with the accumulator as the second source, so a
 NaN stays NaN, as numpy's maximum / minimum), and one store. The nine weights, the
 bias and the clamp stay in registers for the whole run. numba's loop over the same
-arithmetic (two passes through the block, 256-bit vectors, separate multiplies and
-adds: it may not contract them into FMAs) ran the block 3-5x slower here.
+arithmetic takes two passes through the block with 256-bit vectors and separate
+multiplies and adds (it may not contract them into FMAs); with the run, a whole
+32 x 112 x 112 call went from 401 to 352 us on one thread of this AVX-512 VM.
 """
 
 from __future__ import annotations
