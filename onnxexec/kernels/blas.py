@@ -96,6 +96,17 @@ def f32_ptr(typingctx, addr):
 
 
 @intrinsic
+def i64_ptr(typingctx, addr):
+    """An int64 address as an int64 pointer (for numba.carray)."""
+    sig = types.CPointer(types.int64)(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], _I64.as_pointer())
+
+    return sig, codegen
+
+
+@intrinsic
 def call_span(typingctx, fn, a, fa, s0, s1):
     """Call the C function at address fn as void fn(int64 *a, double *fa, int64 s0,
     int64 s1): a native job's span kernel (kernels/span_fns.py), a, fa addresses."""

@@ -19,6 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from onnxexec.kernels import direct_job as dj
+from onnxexec.kernels.conv_taps import phase_planes
 from onnxexec.kernels.parallel import ARGS, KIND_DIRECT, MAX_SPANS, native_pool, num_threads
 
 f32 = np.float32
@@ -58,29 +59,6 @@ def _segments(
     return seg
 
 
-def _planes(
-    xi: np.ndarray,
-    c0: int,
-    c1: int,
-    kernel: Sequence[int],
-    strides: Sequence[int],
-    pads: Sequence[int],
-    dilations: Sequence[int],
-    out_hw: Sequence[int],
-) -> np.ndarray:
-    """conv_taps.phase_planes, in a buffer with NR floats to spare at its end: the
-    last tile of junk columns reads up to NR - 1 floats past the last plane."""
-    height, width = xi.shape[1:]
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = kernel, strides, pads, dilations, out_hw
-    wq = max(-(-(width + pw) // sw), ow + (kw - 1) * dw // sw)
-    hq = max(-(-(height + ph) // sh), oh + (kh - 1) * dh // sh) + 1
-    size = sh * sw * (c1 - c0) * hq * wq
-    buf = np.zeros(size + dj.NR, dtype=f32)
-    xq = buf[:size].reshape(sh * sw, c1 - c0, hq, wq)
-    dj.split_phases(xi, c0, c1, ph, pw, sh, sw, xq)
-    return xq
-
-
 def conv_direct(
     xi: np.ndarray,
     c0: int,
@@ -103,7 +81,8 @@ def conv_direct(
     m, kh, kw, cg = w.shape
     oh, ow = out_hw
     sh, sw = strides[0], strides[1]
-    xq = _planes(xi, c0, c1, (kh, kw), strides, pads, dilations, out_hw)
+    # NR floats to spare: the last tile of junk columns reads up to NR - 1 past the end
+    xq = phase_planes(xi, c0, c1, (kh, kw), strides, pads, dilations, out_hw, tail=dj.NR)
     s, _, hq, wq = xq.shape
     segs = _segments(kh, kw, sh, sw, dilations[0], dilations[1], cg, hq, wq)
     # a block's input window (all phases, its rows plus the kernel's reach) and its

@@ -16,7 +16,17 @@ from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activations import act_row
 from onnxexec.kernels.blas import f32_ptr
 from onnxexec.kernels.dw_asm import AVAILABLE as DW_ASM
-from onnxexec.kernels.dw_asm import LANES, NPARAMS, dw9_run
+from onnxexec.kernels.dw_asm import (
+    LANES,
+    NPARAMS,
+    PBIAS,
+    PCLAMP,
+    PDST,
+    PSRC,
+    PSTEPS,
+    PW,
+    dw9_run,
+)
 
 _BLOCK = 1024  # virtual output elements per block: the accumulator stays in L1
 U = np.uint64
@@ -63,8 +73,8 @@ def _dw_fused(x, w, bias, has_bias, z, has_z, geo, out, m0, m1, code, al, be):
         clamp[0], clamp[1] = a32, b32
     clamped = run and not has_z and (code == 1 or code == 7)
     zero = np.zeros(1, dtype=np.float32)
-    params[9] = acc.ctypes.data
-    params[13] = clamp.ctypes.data
+    params[PDST] = acc.ctypes.data
+    params[PCLAMP] = clamp.ctypes.data
     # addresses taken once: each .ctypes in numba holds a reference to its array, an
     # atomic increment and decrement per use (18% of a 32 x 112 x 112 call when
     # taken per block)
@@ -116,10 +126,10 @@ def _dw_fused(x, w, bias, has_bias, z, has_z, geo, out, m0, m1, code, al, be):
             n = (i1 - i0 - 1) * wq + ow
             if run:
                 for t in range(9):
-                    params[t] = xq_at + 4 * (p0 + tap[t])
-                params[10] = -(-n // LANES)
-                params[11] = w_at + 4 * m * 9
-                params[12] = bias_at + 4 * m if has_bias else bias_at
+                    params[PSRC + t] = xq_at + 4 * (p0 + tap[t])
+                params[PSTEPS] = -(-n // LANES)
+                params[PW] = w_at + 4 * m * 9
+                params[PBIAS] = bias_at + 4 * m if has_bias else bias_at
                 dw9_run(params_at)
             elif fast3:
                 e = acc[:n]

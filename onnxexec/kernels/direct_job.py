@@ -36,6 +36,7 @@ test_conv_direct.py compares with a float64 numpy convolution.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Final
 
 import numpy as np
@@ -44,7 +45,7 @@ from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not lo
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels import when_imported
 from onnxexec.kernels.activations import act_row
-from onnxexec.kernels.blas import f32_ptr
+from onnxexec.kernels.blas import f32_ptr, i64_ptr
 from onnxexec.kernels.objload import host_cpu_flags, intrinsic, jit_disabled, lazy_module
 
 types = lazy_module("numba.core.types")
@@ -177,17 +178,6 @@ def _tile(typingctx, rows, params):
     return sig, codegen
 
 
-@intrinsic
-def i64_ptr(typingctx, addr):
-    """An int64 address as an int64 pointer (for numba.carray)."""
-    sig = types.CPointer(types.int64)(types.int64)
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], _I64.as_pointer())
-
-    return sig, codegen
-
-
 def segments(
     kh: int, kw: int, sh: int, sw: int, dh: int, dw: int, cg: int, hq: int, wq: int
 ) -> np.ndarray:
@@ -201,44 +191,6 @@ def segments(
             plane = (ra % sh) * sw + cb % sw
             seg[a * kw + b] = (4 * (plane * cg * hq * wq + (ra // sh) * wq + cb // sw), cg)
     return seg
-
-
-@nb.njit(nogil=True, cache=True, error_model="numpy")
-def split_phases(x, c0, c1, ph, pw, sh, sw, xq):
-    """xq[(u * sw + v), c - c0, R, T] = x[c, R * sh + u - ph, T * sw + v - pw] for the
-    input's pixels (xq zeroed by the caller: the padding stays zero). As conv_taps.
-    _split_phases, with uint64 indices (a signed index makes numba test for negative
-    wrap-around on every access, which keeps LLVM from vectorizing the copies) and
-    stride 2's columns deinterleaved in one pass, as kernels/depthwise_planes.py."""
-    height, width = x.shape[1], x.shape[2]
-    hq, wq = xq.shape[2], xq.shape[3]
-    plane = U(hq * wq)
-    chan = U(c1 - c0) * plane  # floats between phase planes
-    flat = xq.reshape(-1)
-    half, odd = width // 2, width % 2
-    for c in range(c0, c1):
-        xs = x[c].reshape(-1)
-        cb = U(c - c0) * plane
-        for r in range(height):
-            rr = r + ph
-            base = U((rr % sh) * sw) * chan + cb + U((rr // sh) * wq)
-            s0 = U(r * width)
-            if sw == 1:
-                d0 = base + U(pw)
-                for t in range(width):
-                    flat[d0 + U(t)] = xs[s0 + U(t)]
-            elif sw == 2:
-                d0 = base + U(pw % 2) * chan + U(pw // 2)
-                d1 = base + U((pw + 1) % 2) * chan + U((pw + 1) // 2)
-                for k in range(half):
-                    flat[d0 + U(k)] = xs[s0 + U(2) * U(k)]
-                    flat[d1 + U(k)] = xs[s0 + U(2) * U(k) + U(1)]
-                if odd:
-                    flat[d0 + U(half)] = xs[s0 + U(width - 1)]
-            else:
-                for col in range(width):
-                    pc = col + pw
-                    flat[base + U(pc % sw) * chan + U(pc // sw)] = xs[s0 + U(col)]
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
@@ -305,14 +257,16 @@ def _finish(ext, m0, m1, wq, ow, i0, i1, y, bias, has_b, z, has_z, code, al, be)
                 act_row(dst[i * ow : (i + 1) * ow], code, a32, b32, tmp, scratch)
 
 
+@lru_cache(maxsize=64)
 def clamp_of(code: int, alpha: float, beta: float) -> np.ndarray | None:
     """The (low, high) clamp the tiles apply for activation `code` (0 none, 1 Relu,
-    7 Clip(alpha, beta)), or None when the epilogue must run the activation."""
-    if code == 1:
-        return np.array([0.0, np.inf], dtype=np.float32)
-    if code == 7:
-        return np.array([alpha, beta], dtype=np.float32)
-    return None
+    7 Clip(alpha, beta)), or None when the epilogue must run the activation; made
+    once per (code, alpha, beta), not per call."""
+    if code not in (1, 7):
+        return None
+    pair = np.array([0.0, np.inf] if code == 1 else [alpha, beta], dtype=np.float32)
+    pair.flags.writeable = False
+    return pair
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")

@@ -30,7 +30,7 @@ _I64 = ir.IntType(64)
 # the parameter block (int64): the nine taps' source addresses at the run's first
 # output, the destination, the number of 16-float steps, and the addresses of the
 # nine weights, the bias (one float) and the (low, high) clamp pair
-_PSRC, _PDST, _PSTEPS, _PW, _PBIAS, _PCLAMP = 0, 9, 10, 11, 12, 13
+PSRC, PDST, PSTEPS, PW, PBIAS, PCLAMP = 0, 9, 10, 11, 12, 13
 NPARAMS: Final = 14
 _TAPS = ("%rax", "%rcx", "%rdx", "%rsi", "%rdi", "%r8", "%r9", "%r10", "%r11")
 
@@ -45,13 +45,13 @@ when_imported("numba", _asm_parser)
 
 
 def _asm_run() -> str:
-    out = [f"mov {8 * (_PSRC + t)}($0), {r}" for t, r in enumerate(_TAPS)]
-    out += [f"mov {8 * _PW}($0), %r12"]
+    out = [f"mov {8 * (PSRC + t)}($0), {r}" for t, r in enumerate(_TAPS)]
+    out += [f"mov {8 * PW}($0), %r12"]
     out += [f"vbroadcastss {4 * t}(%r12), %zmm{16 + t}" for t in range(9)]
-    out += [f"mov {8 * _PBIAS}($0), %r12", "vbroadcastss (%r12), %zmm25"]
-    out += [f"mov {8 * _PCLAMP}($0), %r12", "vbroadcastss (%r12), %zmm26"]
+    out += [f"mov {8 * PBIAS}($0), %r12", "vbroadcastss (%r12), %zmm25"]
+    out += [f"mov {8 * PCLAMP}($0), %r12", "vbroadcastss (%r12), %zmm26"]
     out += ["vbroadcastss 4(%r12), %zmm27"]
-    out += [f"mov {8 * _PDST}($0), %r12", f"mov {8 * _PSTEPS}($0), %r13"]
+    out += [f"mov {8 * PDST}($0), %r12", f"mov {8 * PSTEPS}($0), %r13"]
     out += ["test %r13, %r13", "jle 2f", "1:", "vmovaps %zmm25, %zmm0"]
     out += [f"vfmadd231ps ({r}), %zmm{16 + t}, %zmm0" for t, r in enumerate(_TAPS)]
     out += ["vmaxps %zmm0, %zmm26, %zmm0", "vminps %zmm0, %zmm27, %zmm0"]
