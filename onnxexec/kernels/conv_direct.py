@@ -20,7 +20,8 @@ import numpy as np
 
 from onnxexec.kernels import direct_job as dj
 from onnxexec.kernels.conv_taps import phase_planes
-from onnxexec.kernels.parallel import ARGS, KIND_DIRECT, MAX_SPANS, native_pool, num_threads
+from onnxexec.kernels.launch import run_job
+from onnxexec.kernels.parallel import KIND_DIRECT, MAX_SPANS, native_pool, num_threads
 
 f32 = np.float32
 _PARALLEL_MACS = 1 << 19  # smaller convs stay on one thread
@@ -166,13 +167,14 @@ def _run(
     parts = min(units, 2 * threads, MAX_SPANS)
     bounds = np.array([units * k // parts for k in range(parts + 1)], dtype=np.int64)
     try:
-        pool.ctrl[ARGS : ARGS + dj.DIRECT_ARGS] = (
+        args = (
             x, ldb, wrows.ctypes.data, m, wrows.shape[1], segs.ctypes.data, segs.shape[0],
             wq, oh, ow, per, int(chans), y.ctypes.data,
             0 if bias is None else bias.ctypes.data, 0 if z is None else z.ctypes.data,
             act, ca, point,
         )  # fmt: skip
-        pool.fctrl[0], pool.fctrl[1] = alpha, beta
-        pool.run_native(KIND_DIRECT, bounds)
+        # a 1x1 job reads the node's input in place; a KxK one its phase planes (scratch)
+        keep = (wrows, bias, segs, clamp) if point else None
+        run_job(pool, KIND_DIRECT, args, alpha, beta, bounds, keep=keep)
     finally:
         pool.busy.release()

@@ -15,6 +15,7 @@ from onnxexec.kernels import blas, conv_rows, pointwise_packed
 from onnxexec.kernels.activations import _epilogue, epilogue
 from onnxexec.kernels.conv_direct import pointwise_direct, use_direct_pointwise
 from onnxexec.kernels.conv_taps import pointwise_span
+from onnxexec.kernels.launch import run_job
 from onnxexec.kernels.parallel import (
     ARGS,
     KIND_GEMM,
@@ -190,13 +191,13 @@ def _pointwise_packed(
         else:
             axis, parts = 0, min(threads, MAX_SPANS)
             cuts = [mg * i // parts for i in range(parts)] + [mg]
-        pool.ctrl[ARGS : ARGS + pointwise_packed.PW_ARGS] = (
+        args = (
             wm.ctypes.data, xm.ctypes.data, y.ctypes.data,
             bias.ctypes.data if has_b else 0, 0 if z is None else z.ctypes.data,
             mg, c, p, act, axis,
         )  # fmt: skip
-        pool.fctrl[0], pool.fctrl[1] = alpha, beta
-        pool.run_native(KIND_PW, np.array(cuts, dtype=np.int64))
+        cuts_a = np.array(cuts, dtype=np.int64)
+        run_job(pool, KIND_PW, args, alpha, beta, cuts_a, keep=(wm, bias))
     finally:
         pool.busy.release()
     return True
@@ -237,7 +238,7 @@ def _pointwise_native(
         step = 64 if axis else 8
         cuts = [units * i // parts * step for i in range(parts)]
         bounds = np.array([*cuts, p if axis else mg], dtype=np.int64)
-        pool.ctrl[ARGS : ARGS + blas.G_ARGS] = (
+        args = (
             fn,
             blas.NO_TRANS,
             mg,
@@ -257,8 +258,7 @@ def _pointwise_native(
             1,
             0 if z is None else z.ctypes.data,
         )
-        pool.fctrl[0], pool.fctrl[1] = alpha, beta
-        pool.run_native(KIND_GEMM, bounds)
+        run_job(pool, KIND_GEMM, args, alpha, beta, bounds, keep=(wm, bias))
     finally:
         pool.busy.release()
     return True

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from onnxexec.kernels import objload as nb
-from onnxexec.kernels.depthwise_planes import _NO_BIAS, _NO_Z, DGEO, DW_ARGS, _dw_fused
+from onnxexec.kernels.depthwise_planes import _NO_BIAS, _NO_Z, _dw_fused
+from onnxexec.kernels.launch import run_job
 from onnxexec.kernels.parallel import (
-    ARGS,
     KIND_DW,
     MAX_SPANS,
     SPANS_PER_THREAD,
@@ -141,16 +141,13 @@ def depthwise2d_fused(
             )  # fmt: skip
             continue
         try:
-            slots = pool.ctrl[ARGS : ARGS + DW_ARGS]
-            slots[:DGEO] = (
+            args = (
                 xi.ctypes.data, wk.ctypes.data, oi.ctypes.data,
                 0 if b is None else b.ctypes.data, 0 if zi is None else zi.ctypes.data,
-                c, m, act,
+                c, m, act, *geo,
             )  # fmt: skip
-            slots[DGEO:] = geo
-            pool.fctrl[0], pool.fctrl[1] = alpha, beta
             bounds = np.array([m * k // parts for k in range(parts + 1)], dtype=np.int64)
-            pool.run_native(KIND_DW, bounds)
+            run_job(pool, KIND_DW, args, alpha, beta, bounds, keep=(wk, b))
         finally:
             pool.busy.release()
     return out

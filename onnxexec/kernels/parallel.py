@@ -64,6 +64,7 @@ from onnxexec.kernels.schedstat import CoreWaits
 from onnxexec.kernels.span_fns import address as span_address
 
 _lock = threading.Lock()
+recorded = threading.local()  # .jobs: the native jobs a kernels/launch.py recording saw
 _threads = 1
 SPANS_PER_THREAD = 2  # finer spans balance uneven progress between threads
 _SPIN_SECONDS = 2e-4  # how long a hand-off spins before it sleeps (see _Pool._adapt)
@@ -368,6 +369,9 @@ class _Pool:
         self._adapt()
         while not _serve(self.ctrl, self.fctrl, False, _TIMEOUT):
             time.sleep(2e-5)  # a worker is still running a span: let it have the core
+        jobs = getattr(recorded, "jobs", None)
+        if jobs is not None:  # kernels/launch.py: replayable only if its site says so
+            jobs.append(None)
 
     def close(self) -> None:
         with self.cv:
@@ -378,9 +382,22 @@ class _Pool:
             self.cv.notify_all()
 
 
-def begin_run() -> RunPin | None:
-    """affinity.begin_run with this pool's caller CPUs (None without a pool)."""
-    return begin_pinned_run(_pool.caller_cpus if _pool is not None else None)
+@nb.njit(nogil=True, cache=True)
+def _nudge(ctrl):
+    """Wake the sleeping workers without a job: they spin for the next one."""
+    if ctrl[SYSC] != 0 and atomic_load(ctrl, SLEEPERS) > 0:
+        futex_wake(ctrl[SYSC], ctrl, CLAIM)
+
+
+def begin_run(wake: bool = False) -> RunPin | None:
+    """affinity.begin_run with this pool's caller CPUs (None without a pool); `wake`:
+    also wake its sleeping workers now."""
+    pool = _pool
+    if pool is None:
+        return begin_pinned_run(None)
+    if wake and pool.started:
+        _nudge(pool.ctrl)
+    return begin_pinned_run(pool.caller_cpus)
 
 
 _TIMEOUT = np.array([0, 1_000_000], dtype=np.int64)  # futex timeout (timespec): 1 ms

@@ -1,0 +1,141 @@
+"""kernels/launch.py: a FusedConv node's one native job recorded on its first call and
+replayed on later calls with new input / output / residual addresses, checked against
+a float64 numpy conv on every call; the calls that must not replay (a temporary input
+copy, a KxK direct conv's scratch planes, several jobs, an input also read as the
+residual, one thread, another thread count, the same weight under other attributes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnxexec.kernels import parallel
+from onnxexec.kernels.conv2d import conv2d
+from onnxexec.kernels.conv_taps import to_ohwi
+from onnxexec.kernels.launch import Replay, recording
+from onnxexec.ops import fused_linear
+from onnxexec.ops.fused_linear import fused_conv
+from tests.unit.kernels.test_conv_taps import _reference
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture
+def two_threads():
+    old = parallel.num_threads()
+    parallel.set_num_threads(2)
+    fused_linear._REPLAYS.clear()
+    yield
+    fused_linear._REPLAYS.clear()
+    parallel.set_num_threads(old)
+
+
+def _want(x, w, b, s, p, group, act, z=None):
+    ref, _ = _reference(x, w, b, s, p, (1, 1), group)
+    if z is not None:
+        ref = ref + z
+    return np.clip(ref, 0.0, 6.0) if act == "Clip" else ref
+
+
+def _conv(x, w, b, s, p, group, act, z=None):
+    k = w.shape[2:]
+    return fused_conv(
+        x, w, b, z, group=group, kernel_shape=k, pads=p, strides=s, dilations=(1, 1),
+        activation=act, alpha=0.0, beta=6.0,
+    )  # fmt: skip
+
+
+# (input shape, weight shape, strides, pads, group): MobileNetV2's kinds of node
+NODES = [
+    ((1, 96, 14, 14), (96, 1, 3, 3), (1, 1), (1, 1, 1, 1), 96),  # depthwise job
+    ((1, 160, 7, 7), (960, 160, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # packed 1x1 job
+    ((1, 32, 56, 56), (24, 32, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # direct 1x1 job
+    ((1, 320, 28, 28), (320, 320, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # OpenBLAS 1x1 job
+]
+
+
+@pytest.mark.parametrize("xs,ws,s,p,group", NODES)
+@pytest.mark.parametrize("residual", [False, True])
+def test_replayed_node_matches_reference(two_threads, xs, ws, s, p, group, residual):
+    w, b = _rand(*ws, seed=1), _rand(ws[0], seed=2)
+    out_shape = _want(_rand(*xs), w, b, s, p, group, "").shape
+    for call in range(3):  # record, then replay twice with new arrays
+        x = _rand(*xs, seed=10 + call)
+        z = _rand(*out_shape, seed=20 + call) if residual else None
+        got = _conv(x, w, b, s, p, group, "Clip", z)
+        np.testing.assert_allclose(got, _want(x, w, b, s, p, group, "Clip", z), atol=2e-4)
+    hit = fused_linear._REPLAYS[(id(w), xs)]
+    assert hit is not None and hit.w is w
+    assert (hit.replay.slots[2] >= 0) == residual
+
+
+@pytest.mark.parametrize(
+    "xs,ws,s,p,group",
+    [
+        ((1, 64, 28, 28), (128, 64, 1, 1), (2, 2), (0, 0, 0, 0), 1),  # subsampled copy
+        ((1, 16, 20, 20), (32, 16, 3, 3), (1, 1), (1, 1, 1, 1), 1),  # KxK: scratch planes
+        ((2, 96, 14, 14), (96, 1, 3, 3), (1, 1), (1, 1, 1, 1), 96),  # a job per image
+    ],
+)
+def test_unreplayable_nodes_stay_on_their_path(two_threads, xs, ws, s, p, group):
+    # stored OHWI, as ir/passes/conv_layout.py stores a KxK weight for the direct path
+    w, b = to_ohwi(_rand(*ws, seed=1)), _rand(ws[0], seed=2)
+    for call in range(2):
+        x = _rand(*xs, seed=10 + call)
+        np.testing.assert_allclose(
+            _conv(x, w, b, s, p, group, "Clip"), _want(x, w, b, s, p, group, "Clip"), atol=2e-4
+        )
+    assert fused_linear._REPLAYS.get((id(w), xs), "absent") is None
+
+
+def test_input_also_the_residual_is_not_replayed(two_threads):
+    x, w, b = _rand(1, 64, 14, 14), _rand(64, 1, 3, 3, seed=1), _rand(64, seed=2)
+    for _ in range(2):
+        got = _conv(x, w, b, (1, 1), (1, 1, 1, 1), 64, "", x)
+        np.testing.assert_allclose(got, _want(x, w, b, (1, 1), (1, 1, 1, 1), 64, "", x), atol=2e-4)
+    assert fused_linear._REPLAYS[(id(w), x.shape)] is None
+
+
+def test_same_weight_other_attributes(two_threads):
+    """Two nodes sharing one weight: the second's activation is not the first's."""
+    x, w, b = _rand(1, 160, 7, 7), _rand(960, 160, 1, 1, seed=1), _rand(960, seed=2)
+    p = (0, 0, 0, 0)
+    for act in ("Clip", "", "Clip", ""):
+        np.testing.assert_allclose(
+            _conv(x, w, b, (1, 1), p, 1, act), _want(x, w, b, (1, 1), p, 1, act), atol=2e-4
+        )
+
+
+def test_thread_count_change_takes_the_full_path(two_threads):
+    x, w, b = _rand(1, 160, 7, 7), _rand(960, 160, 1, 1, seed=1), _rand(960, seed=2)
+    p = (0, 0, 0, 0)
+    _conv(x, w, b, (1, 1), p, 1, "Clip")
+    assert fused_linear._REPLAYS[(id(w), x.shape)] is not None
+    for n in (1, 3):
+        parallel.set_num_threads(n)
+        got = _conv(x, w, b, (1, 1), p, 1, "Clip")
+        np.testing.assert_allclose(got, _want(x, w, b, (1, 1), p, 1, "Clip"), atol=2e-4)
+
+
+def test_recording_sees_every_job_and_only_marked_ones_replay(two_threads):
+    """Every native job is recorded (None unless its site marks it replayable), nested
+    recordings pass theirs on, and Replay.of wants exactly one job with the call's
+    addresses."""
+    x, w = _rand(1, 160, 7, 7), _rand(960, 160, 1, 1, seed=1)
+    y = np.empty((1, 960, 7, 7), dtype=np.float32)
+    with recording() as outer:
+        with recording() as jobs:
+            y = conv2d(x, w, None, (1, 1), (0, 0), (1, 1), 1, (7, 7))
+            conv2d(x, w, None, (1, 1), (0, 0), (1, 1), 1, (7, 7))
+    assert len(jobs) == 2 and all(j is not None for j in jobs)
+    assert len(outer) == 2
+    assert Replay.of(jobs, x, y, None) is None  # two jobs
+    assert Replay.of([None], x, y, None) is None
+    assert Replay.of([jobs[0]], x, y, None) is not None
+    assert Replay.of([jobs[1]], x, y, None) is None  # another output's address
+    xs = to_ohwi(_rand(32, 16, 3, 3, seed=1))
+    with recording() as jobs:  # a KxK direct conv: its job reads scratch phase planes
+        conv2d(_rand(1, 16, 20, 20), xs, None, (1, 1), (1, 1), (1, 1), 1, (20, 20))
+    assert jobs == [None]
