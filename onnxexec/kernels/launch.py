@@ -19,7 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from onnxexec.kernels.parallel import ARGS, _Pool, native_pool, num_threads, recorded
+from onnxexec.kernels.parallel import (
+    ARGS,
+    HFN,
+    HKIND,
+    HX,
+    HZ,
+    _Pool,
+    native_pool,
+    num_threads,
+    recorded,
+)
+from onnxexec.kernels.span_fns import address as span_address
 
 
 class Job:
@@ -85,12 +96,17 @@ class Replay:
     `run` posts it again for new arrays of the same shapes (and returns False when the
     pool is busy or the thread count changed: the caller then takes its full path)."""
 
-    __slots__ = ("args", "job", "out_shape", "slots", "threads")
+    __slots__ = ("args", "bounds", "fargs", "hdr", "keep", "out_shape", "slots", "threads")
 
     def __init__(self, job: Job, slots: tuple[int, int, int], out_shape: tuple[int, ...]):
-        self.job, self.slots, self.out_shape = job, slots, out_shape
-        self.args = job.args.copy()
+        self.slots, self.out_shape = slots, out_shape
+        self.args, self.bounds = job.args, job.bounds
+        self.fargs = np.array([job.alpha, job.beta], dtype=np.float64)
+        self.hdr = np.zeros(6, dtype=np.int64)
+        self.hdr[HKIND], self.hdr[HFN] = job.kind, span_address(job.kind)
+        self.hdr[HX : HZ + 1] = slots
         self.threads = num_threads()
+        self.keep = job.keep  # the arrays its constant address slots point into
 
     @staticmethod
     def of(
@@ -119,15 +135,11 @@ class Replay:
         if pool is None:
             return False
         try:
-            a, (sx, so, sz) = self.args, self.slots
-            a[sx] = x.ctypes.data
-            a[so] = out.ctypes.data
-            if sz >= 0:
-                a[sz] = z.ctypes.data  # type: ignore[union-attr]
-            job = self.job
-            pool.ctrl[ARGS : ARGS + a.shape[0]] = a
-            pool.fctrl[0], pool.fctrl[1] = job.alpha, job.beta
-            pool.run_native(job.kind, job.bounds)
+            zz = _NO_Z if z is None else z
+            pool.replay(self.hdr, self.args, self.fargs, self.bounds, x, out, zz)
         finally:
             pool.busy.release()
         return True
+
+
+_NO_Z = np.zeros(1, dtype=np.float32)
