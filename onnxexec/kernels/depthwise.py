@@ -10,11 +10,15 @@ uses for float32/float64; the numpy reference is `depthwise_conv2d_reference`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
 from onnxexec.kernels import objload as nb
-from onnxexec.kernels.depthwise_planes import _NO_BIAS, _NO_Z, _dw_fused
+from onnxexec.kernels.depthwise_planes import _NO_BIAS, _NO_Z, _dw_fused, _dw_inplace
+from onnxexec.kernels.dw_asm import AVAILABLE as DW_ASM
+from onnxexec.kernels.dw_asm import tap_masks
 from onnxexec.kernels.launch import run_job
 from onnxexec.kernels.parallel import (
     KIND_DW,
@@ -127,6 +131,7 @@ def depthwise2d_fused(
     c, height, width = x.shape[1:]
     geo = (height, width, oh, ow, *w.shape[2:], *strides[:2], *pads_begin[:2], *dilations[:2])
     geo = tuple(int(v) for v in geo)
+    masks = _inplace_masks(geo, wk, zc is None, act)
     per_plane = oh * ow * wk.shape[1]
     parts = min(num_threads() * SPANS_PER_THREAD, m // max(1, _DW_SPAN_MACS // max(per_plane, 1)))
     parts = min(parts, MAX_SPANS)
@@ -134,6 +139,12 @@ def depthwise2d_fused(
         xi, oi = x[i].reshape(c, height * width), out[i].reshape(m, oh * ow)
         zi = None if zc is None else zc[i].reshape(m, oh * ow)
         pool = native_pool() if parts > 1 else None
+        if pool is None and masks is not None:
+            _dw_inplace(
+                xi, wk, _NO_BIAS if b is None else b, b is not None, width, oi, 0, m, act,
+                alpha, beta, masks.ctypes.data, masks.shape[0],
+            )  # fmt: skip
+            continue
         if pool is None:
             _dw_fused(
                 xi, wk, _NO_BIAS if b is None else b, b is not None,
@@ -144,13 +155,37 @@ def depthwise2d_fused(
             args = (
                 xi.ctypes.data, wk.ctypes.data, oi.ctypes.data,
                 0 if b is None else b.ctypes.data, 0 if zi is None else zi.ctypes.data,
-                c, m, act, *geo,
+                c, m, act, *geo, 0 if masks is None else masks.ctypes.data,
+                0 if masks is None else masks.shape[0],
             )  # fmt: skip
             bounds = np.array([m * k // parts for k in range(parts + 1)], dtype=np.int64)
-            run_job(pool, KIND_DW, args, alpha, beta, bounds, keep=(wk, b))
+            run_job(pool, KIND_DW, args, alpha, beta, bounds, keep=(wk, b, masks))
         finally:
             pool.busy.release()
     return out
+
+
+@lru_cache(maxsize=64)
+def _tap_masks(height: int, width: int) -> np.ndarray:
+    table = tap_masks(height, width)
+    table.flags.writeable = False
+    return table
+
+
+def _inplace_masks(geo: tuple[int, ...], wk: np.ndarray, no_z: bool, act: int) -> Any:
+    """The mask table when the in-place AVX-512 run (depthwise_planes._dw_inplace)
+    takes this call: 3x3, stride 1, dilation 1, one pixel of padding all round, no
+    residual, no activation or Relu / Clip, finite weights (a padding tap it skips
+    would multiply an infinite weight by zero: NaN); else None."""
+    height, width, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = geo
+    if not (DW_ASM and no_z and act in (0, 1, 7) and (kh, kw, sh, sw, dh, dw) == _UNIT3):
+        return None
+    if (ph, pw, oh, ow) != (1, 1, height, width) or not np.isfinite(wk).all():
+        return None
+    return _tap_masks(height, width)
+
+
+_UNIT3 = (3, 3, 1, 1, 1, 1)
 
 
 def _f32(a: np.ndarray) -> np.ndarray:

@@ -1,5 +1,6 @@
 """The 3x3 depthwise kernel's inner loop as one AVX-512 inline-assembly run
-(kernels/depthwise_planes.py calls it for each block of virtual output pixels).
+(kernels/depthwise_planes.py calls it for each block of virtual output pixels), its
+masked variant over unpadded planes, and masked row copies.
 
 The block's nine taps read nine contiguous runs of the stride-phase planes, so 16
 outputs are: bias, nine fused multiply-adds whose memory operands are the runs'
@@ -44,14 +45,20 @@ def _asm_parser(_numba: Any) -> None:
 when_imported("numba", _asm_parser)
 
 
-def _asm_run() -> str:
+def _preamble() -> list[str]:
+    """Both runs' set-up: the taps' source addresses, the nine weights in zmm16-24,
+    the bias in zmm25, the clamp in zmm26 / zmm27, the destination and step count."""
     out = [f"mov {8 * (PSRC + t)}($0), {r}" for t, r in enumerate(_TAPS)]
     out += [f"mov {8 * PW}($0), %r12"]
     out += [f"vbroadcastss {4 * t}(%r12), %zmm{16 + t}" for t in range(9)]
     out += [f"mov {8 * PBIAS}($0), %r12", "vbroadcastss (%r12), %zmm25"]
     out += [f"mov {8 * PCLAMP}($0), %r12", "vbroadcastss (%r12), %zmm26"]
     out += ["vbroadcastss 4(%r12), %zmm27"]
-    out += [f"mov {8 * PDST}($0), %r12", f"mov {8 * PSTEPS}($0), %r13"]
+    return [*out, f"mov {8 * PDST}($0), %r12", f"mov {8 * PSTEPS}($0), %r13"]
+
+
+def _asm_run() -> str:
+    out = _preamble()
     out += ["test %r13, %r13", "jle 2f", "1:", "vmovaps %zmm25, %zmm0"]
     out += [f"vfmadd231ps ({r}), %zmm{16 + t}, %zmm0" for t, r in enumerate(_TAPS)]
     out += ["vmaxps %zmm0, %zmm26, %zmm0", "vminps %zmm0, %zmm27, %zmm0"]
@@ -90,6 +97,66 @@ def dw9_run(typingctx, params):
 
 
 NO_CLAMP: Final = np.array([-np.inf, np.inf], dtype=np.float32)
+
+# dw9_masked_run's block: dw9_run's slots plus the address of its mask table, uint16
+# (steps, MASKS): per 16-output step the nine taps' lane masks, then the store's
+PMASK: Final = 14
+NMPARAMS: Final = 15
+MASKS: Final = 10
+
+
+def _asm_masked_run() -> str:
+    """dw9_run reading the unpadded input plane in place: a tap's lanes whose input
+    pixel lies in the zero padding are masked off (merge masking keeps the sum; a
+    masked-off lane of a memory operand is not read, so a tap reaching before or past
+    the plane reads nothing there), and the store is masked to the plane's outputs."""
+    out = [*_preamble(), f"mov {8 * PMASK}($0), %r14"]
+    out += ["test %r13, %r13", "jle 2f", "1:", "vmovaps %zmm25, %zmm0"]
+    for t, r in enumerate(_TAPS):
+        k = 1 + t % 7
+        out += [f"kmovw {2 * t}(%r14), %k{k}", f"vfmadd231ps ({r}), %zmm{16 + t}, %zmm0{{%k{k}}}"]
+    out += ["vmaxps %zmm0, %zmm26, %zmm0", "vminps %zmm0, %zmm27, %zmm0"]
+    out += [f"kmovw {2 * (MASKS - 1)}(%r14), %k1", "vmovups %zmm0, (%r12){%k1}"]
+    out += [f"add $$64, {r}" for r in (*_TAPS, "%r12")]
+    out += [f"add $${2 * MASKS}, %r14", "dec %r13", "jnz 1b", "2:", "vzeroupper"]
+    return "\n\t".join(out)
+
+
+_MASKED_CLOBBERS = ",".join(
+    [f"~{{{r[1:]}}}" for r in _TAPS]
+    + ["~{r12}", "~{r13}", "~{r14}"]
+    + [f"~{{zmm{i}}}" for i in (0, *range(16, 28))]
+    + [f"~{{k{i}}}" for i in range(1, 8)]
+    + ["~{memory}", "~{dirflag}", "~{fpsr}", "~{flags}"]
+)
+
+
+@intrinsic
+def dw9_masked_run(typingctx, params):
+    """The masked run of the block at address `params` (AVX-512 hosts; elsewhere it
+    compiles to nothing: callers only take it where AVAILABLE)."""
+    return _block_asm(_asm_masked_run(), _MASKED_CLOBBERS)
+
+
+def tap_masks(height: int, width: int) -> np.ndarray:
+    """dw9_masked_run's mask table for a 3x3, stride 1, pad 1 depthwise conv over a
+    height x width plane: output p = i * width + j takes tap (a, b) where input pixel
+    (i + a - 1, j + b - 1) is inside the plane; lanes past the last output take
+    nothing and store nothing."""
+    n = height * width
+    steps = -(-n // LANES)
+    p = np.arange(steps * LANES)
+    i, j, live = p // width, p % width, p < n
+    lanes = np.uint32(1) << np.arange(LANES, dtype=np.uint32)
+    table = np.empty((steps, MASKS), dtype=np.uint16)
+    for a in range(3):
+        for b in range(3):
+            r, c = i + a - 1, j + b - 1
+            ok = live & (r >= 0) & (r < height) & (c >= 0) & (c < width)
+            table[:, 3 * a + b] = (ok.reshape(steps, LANES) * lanes).sum(axis=1)
+    table[:, MASKS - 1] = (live.reshape(steps, LANES) * lanes).sum(axis=1)
+    return table
+
 
 # rows_copy's parameter block (int64): source and destination addresses, the number of
 # rows, the floats a row, and the source / destination row strides in bytes

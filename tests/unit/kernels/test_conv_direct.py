@@ -7,6 +7,9 @@ pool, conv2d's dispatch to it, and the 3x3 depthwise kernel's AVX-512 run."""
 
 from __future__ import annotations
 
+import ctypes
+import mmap
+
 import numpy as np
 import pytest
 
@@ -20,7 +23,7 @@ from onnxexec.kernels.conv_direct import (
     use_direct_pointwise,
 )
 from onnxexec.kernels.conv_taps import to_ohwi
-from onnxexec.kernels.depthwise import depthwise2d_fused
+from onnxexec.kernels.depthwise import _inplace_masks, depthwise2d_fused
 from tests.unit.kernels.test_conv_taps import _reference
 
 pytestmark = pytest.mark.skipif(not direct_job.AVAILABLE, reason="needs AVX-512 (avx512f)")
@@ -166,3 +169,70 @@ def test_depthwise_nan_stays_nan(act, low, high):
     assert np.isnan(out[hit]).all()
     ref, _ = _reference(np.nan_to_num(x, nan=0.0), w, None, (1, 1), (1, 1, 1, 1), (1, 1), 4)
     np.testing.assert_allclose(out[~hit], np.clip(ref, low, high)[~hit], rtol=1e-4, atol=1e-4)
+
+
+# the in-place depthwise run (depthwise._inplace_masks, depthwise_planes._dw_inplace)
+INPLACE = [(960, 7, 7), (384, 14, 14), (5, 1, 1), (3, 2, 5), (4, 16, 16), (2, 9, 33), (8, 28, 28)]
+
+
+@pytest.mark.parametrize("c, h, w", INPLACE)
+@pytest.mark.parametrize("act, alpha, beta", [("", 0.0, 0.0), ("Relu", 0, 0), ("Clip", 0, 6)])
+def test_inplace_depthwise_against_reference(threads, c, h, w, act, alpha, beta):
+    """3x3, stride 1, pad 1: every border case of the tap masks (one-pixel planes, one
+    row, widths a multiple of 16 and not, planes past one 16-lane step), channel
+    multiplier 2 included."""
+    for mult in (1, 2):
+        x, wt = _rand(1, c, h, w), _rand(c * mult, 1, 3, 3, seed=1)
+        b = _rand(c * mult, seed=2)
+        code = ACT[act]
+        geo = (h, w, h, w, 3, 3, 1, 1, 1, 1, 1, 1)
+        assert _inplace_masks(geo, wt.reshape(-1, 9), True, code) is not None
+        ref, out_hw = _reference(x, wt, b, (1, 1), (1, 1, 1, 1), (1, 1), c)
+        out = np.empty((1, c * mult, *out_hw), dtype=np.float32)
+        depthwise2d_fused(x, wt, b, (1, 1), (1, 1), (1, 1), out, code, alpha, beta)
+        np.testing.assert_allclose(out, _act_ref(ref, code, alpha, beta), rtol=1e-4, atol=1e-4)
+
+
+def test_inplace_depthwise_reads_nothing_outside_the_planes(threads):
+    """The planes fill one page between two inaccessible ones: the taps' masked-off
+    lanes before the first plane and past the last must not be read (AVX-512 fault
+    suppression), or this test dies with SIGSEGV."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    page = mmap.PAGESIZE
+    buf = mmap.mmap(-1, 3 * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    x = np.frombuffer(buf, dtype=np.float32, count=page // 4, offset=page)
+    c = page // 4 // 256
+    x = x.reshape(1, c, 16, 16)
+    x[:] = _rand(1, c, 16, 16)
+    want, _ = _reference(x.copy(), _rand(c, 1, 3, 3, seed=1), None, (1, 1), (1, 1, 1, 1), (1, 1), c)
+    assert libc.mprotect(base, page, 0) == 0 and libc.mprotect(base + 2 * page, page, 0) == 0
+    try:
+        out = np.empty((1, c, 16, 16), dtype=np.float32)
+        w = _rand(c, 1, 3, 3, seed=1)
+        depthwise2d_fused(x, w, None, (1, 1), (1, 1), (1, 1), out, 0, 0.0, 0.0)
+    finally:
+        libc.mprotect(base, 3 * page, mmap.PROT_READ | mmap.PROT_WRITE)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    del x
+    buf.close()
+
+
+def test_inplace_depthwise_only_where_it_applies(threads):
+    """Stride 2, other padding, a residual, other activations and non-finite weights
+    keep the padded-plane path; an infinite weight times a padding zero is NaN there."""
+    wk = _rand(8, 9)
+    geo = (14, 14, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1)
+    assert _inplace_masks(geo, wk, True, ACT["Clip"]) is not None
+    assert _inplace_masks((14, 14, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1), wk, True, 0) is None
+    assert _inplace_masks((14, 14, 12, 12, 3, 3, 1, 1, 0, 0, 1, 1), wk, True, 0) is None
+    assert _inplace_masks(geo, wk, False, 0) is None
+    assert _inplace_masks(geo, wk, True, ACT["Sigmoid"]) is None
+    wk[3, 0] = np.inf
+    assert _inplace_masks(geo, wk, True, 0) is None
+    x, w = _rand(1, 8, 14, 14), wk.reshape(8, 1, 3, 3)
+    out = np.empty((1, 8, 14, 14), dtype=np.float32)
+    depthwise2d_fused(x, w, None, (1, 1), (1, 1), (1, 1), out, 0, 0.0, 0.0)
+    assert np.isnan(out[0, 3, 0, :]).all() and np.isnan(out[0, 3, :, 0]).all()
+    assert np.isfinite(out[0, 2]).all()
