@@ -109,10 +109,10 @@ class _Loader:
             return sparse_to_array(a.sparse_tensor, self.base_dir)
         if t == A.TYPE_PROTO:
             return convert_type(a.tp)
-        if t == A.FLOATS:
-            return tuple(float(x) for x in a.floats)
+        if t == A.FLOATS:  # the repeated fields hold Python floats / ints already
+            return tuple(a.floats)
         if t == A.INTS:
-            return tuple(int(x) for x in a.ints)
+            return tuple(a.ints)
         if t == A.STRINGS:
             return tuple(_text(x) for x in a.strings)
         if t == A.TENSORS:
