@@ -19,9 +19,9 @@ from functools import lru_cache
 import numpy as np
 
 from onnxexec.kernels import direct_job as dj
-from onnxexec.kernels.conv_taps import phase_planes
+from onnxexec.kernels.conv_taps import _split_phases, phase_planes
 from onnxexec.kernels.launch import run_job
-from onnxexec.kernels.parallel import KIND_DIRECT, MAX_SPANS, native_pool, num_threads
+from onnxexec.kernels.parallel import KIND_DIRECT, MAX_SPANS, native_pool, num_threads, recorded
 
 f32 = np.float32
 _PARALLEL_MACS = 1 << 19  # smaller convs stay on one thread
@@ -82,8 +82,12 @@ def conv_direct(
     m, kh, kw, cg = w.shape
     oh, ow = out_hw
     sh, sw = strides[0], strides[1]
-    # NR floats to spare: the last tile of junk columns reads up to NR - 1 past the end
-    xq = phase_planes(xi, c0, c1, (kh, kw), strides, pads, dilations, out_hw, tail=dj.NR)
+    # NR floats to spare: the last tile of junk columns reads up to NR - 1 past the end;
+    # a recorded call (kernels/launch.py) splits into planes its replays will refill
+    own = getattr(recorded, "jobs", None) is not None
+    xq = phase_planes(
+        xi, c0, c1, (kh, kw), strides, pads, dilations, out_hw, tail=dj.NR, own=own
+    )  # fmt: skip
     s, _, hq, wq = xq.shape
     segs = _segments(kh, kw, sh, sw, dilations[0], dilations[1], cg, hq, wq)
     # a block's input window (all phases, its rows plus the kernel's reach) and its
@@ -95,9 +99,10 @@ def conv_direct(
     if wrows.nbytes <= _SMALL_WEIGHT:  # split the rows, not the channels (see _run)
         rpb = min(rpb, -(-oh // (2 * num_threads())))
     blocks = -(-oh // rpb)
+    prep = _Refill(xq, c0, c1, pads[0], pads[1], sh, sw) if own else None
     _run(
         (xq.ctypes.data, hq * wq, wrows, m, segs, wq, oh, ow, rpb, blocks, 0),
-        y, bias, z, act, alpha, beta, m * cg * kh * kw * oh * ow,
+        y, bias, z, act, alpha, beta, m * cg * kh * kw * oh * ow, prep,
     )  # fmt: skip
 
 
@@ -126,6 +131,19 @@ def pointwise_direct(
     )  # fmt: skip
 
 
+class _Refill:
+    """A replayed KxK job's prep (kernels/launch.py): the next input split into the
+    phase planes the job reads (image 0: a replayed call has one image)."""
+
+    __slots__ = ("args", "planes")
+
+    def __init__(self, planes: np.ndarray, *args: int) -> None:
+        self.planes, self.args = planes, args
+
+    def __call__(self, x: np.ndarray) -> None:
+        _split_phases(x[0], *self.args, self.planes)
+
+
 def _run(
     job: tuple,
     y: np.ndarray,
@@ -135,6 +153,7 @@ def _run(
     alpha: float,
     beta: float,
     macs: int,
+    prep: _Refill | None = None,
 ) -> None:
     """Run a direct job: `job` = (x address, ldb, weight rows, M, segments, wq, OH, OW,
     rows or columns per block, blocks, 1 for 1x1), on this thread or split across the
@@ -173,8 +192,9 @@ def _run(
             0 if bias is None else bias.ctypes.data, 0 if z is None else z.ctypes.data,
             act, ca, point,
         )  # fmt: skip
-        # a 1x1 job reads the node's input in place; a KxK one its phase planes (scratch)
-        keep = (wrows, bias, segs, clamp) if point else None
-        run_job(pool, KIND_DIRECT, args, alpha, beta, bounds, keep=keep)
+        # a 1x1 job reads the node's input in place; a KxK one phase planes, which
+        # a replay refills (prep) when they are the call's own, not thread scratch
+        keep = (wrows, bias, segs, clamp) if point or prep else None
+        run_job(pool, KIND_DIRECT, args, alpha, beta, bounds, keep=keep, prep=prep)
     finally:
         pool.busy.release()

@@ -14,7 +14,7 @@ addresses and later calls only write those three and post the job.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,9 +35,11 @@ from onnxexec.kernels.span_fns import address as span_address
 
 class Job:
     """One posted native job: its kind, argument slots, float slots and span bounds,
-    plus the arrays its pointer slots address (kept alive while the record lives)."""
+    plus the arrays its pointer slots address (kept alive while the record lives) and
+    its `prep`, if any: what refills the job's own copy of the input before a replay
+    (a KxK conv's phase planes), the job then reading that copy, not the input."""
 
-    __slots__ = ("alpha", "args", "beta", "bounds", "keep", "kind")
+    __slots__ = ("alpha", "args", "beta", "bounds", "keep", "kind", "prep")
 
     def __init__(
         self,
@@ -47,9 +49,10 @@ class Job:
         beta: float,
         bounds: np.ndarray,
         keep: tuple[Any, ...],
+        prep: Callable[[np.ndarray], Any] | None = None,
     ) -> None:
         self.kind, self.args, self.alpha, self.beta = kind, args, alpha, beta
-        self.bounds, self.keep = bounds, keep
+        self.bounds, self.keep, self.prep = bounds, keep, prep
 
 
 def run_job(
@@ -60,11 +63,13 @@ def run_job(
     beta: float,
     bounds: np.ndarray,
     keep: tuple[Any, ...] | None = None,
+    prep: Callable[[np.ndarray], Any] | None = None,
 ) -> None:
     """Write a job's slots to the locked `pool` and run it. `keep` (the arrays its
     pointer slots address) says the job is all of its node's work on the node's own
     arrays; None (a temporary input copy, more work around the job) leaves the
-    recorded job unreplayable, like every job posted without run_job."""
+    recorded job unreplayable, like every job posted without run_job. `prep(x)`
+    (see Job) redoes the job's input copy from a replayed call's input x."""
     n = len(args)
     pool.ctrl[ARGS : ARGS + n] = args
     pool.fctrl[0], pool.fctrl[1] = alpha, beta
@@ -72,7 +77,7 @@ def run_job(
     jobs = getattr(recorded, "jobs", None)
     if jobs is not None and keep is not None:
         a = np.array(args, dtype=np.int64)
-        jobs[-1] = Job(kind, a, alpha, beta, bounds.copy(), keep)
+        jobs[-1] = Job(kind, a, alpha, beta, bounds.copy(), keep, prep)
 
 
 class recording:
@@ -96,7 +101,7 @@ class Replay:
     `run` posts it again for new arrays of the same shapes (and returns False when the
     pool is busy or the thread count changed: the caller then takes its full path)."""
 
-    __slots__ = ("args", "bounds", "fargs", "hdr", "keep", "out_shape", "slots", "threads")
+    __slots__ = ("args", "bounds", "fargs", "hdr", "keep", "out_shape", "prep", "slots", "threads")
 
     def __init__(self, job: Job, slots: tuple[int, int, int], out_shape: tuple[int, ...]):
         self.slots, self.out_shape = slots, out_shape
@@ -107,19 +112,24 @@ class Replay:
         self.hdr[HX : HZ + 1] = slots
         self.threads = num_threads()
         self.keep = job.keep  # the arrays its constant address slots point into
+        self.prep = job.prep
 
     @staticmethod
     def of(
         jobs: list[Job | None], x: np.ndarray, out: np.ndarray, z: np.ndarray | None
     ) -> Replay | None:
         """The replay of a recorded call that ran one replayable job whose slots hold
-        x's and out's (and z's) addresses exactly once each; else None."""
+        x's (unless a prep copies x), out's and z's addresses exactly once each."""
         if len(jobs) != 1 or jobs[0] is None:
             return None
         job = jobs[0]
         ptrs = [x.ctypes.data, out.ctypes.data, -1 if z is None else z.ctypes.data]
         if len(set(ptrs)) != 3:  # an input also read as the residual: ambiguous
             return None
+        if job.prep is not None:
+            if x.ctypes.data in job.args:
+                return None
+            ptrs[0] = -1
         found = []
         for p in ptrs:
             hits = np.flatnonzero(job.args == p) if p >= 0 else np.array([-1])
@@ -135,6 +145,8 @@ class Replay:
         if pool is None:
             return False
         try:
+            if self.prep is not None:  # under the pool's lock: its copy is shared
+                self.prep(x)
             zz = _NO_Z if z is None else z
             pool.replay(self.hdr, self.args, self.fargs, self.bounds, x, out, zz)
         finally:

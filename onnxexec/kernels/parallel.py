@@ -212,10 +212,12 @@ HJOB, HKIND, HFN, HX, HOUT, HZ = range(6)
 @nb.njit(nogil=True, cache=True)
 def _replay(ctrl, fctrl, hdr, args, fargs, bounds, x, out, z, timeout):
     """Post and join a recorded native job (kernels/launch.py) in one call: its slots
-    `args` with x's, out's and z's addresses written in, its floats `fargs`."""
+    `args` with x's (unless it reads a copy), out's and z's addresses written in, its
+    floats `fargs`."""
     for i in range(args.shape[0]):
         ctrl[ARGS + i] = args[i]
-    ctrl[ARGS + hdr[HX]] = x.ctypes.data
+    if hdr[HX] >= 0:
+        ctrl[ARGS + hdr[HX]] = x.ctypes.data
     ctrl[ARGS + hdr[HOUT]] = out.ctypes.data
     if hdr[HZ] >= 0:
         ctrl[ARGS + hdr[HZ]] = z.ctypes.data
@@ -412,7 +414,8 @@ class _Pool:
         self._adapt()
         if self.sleeping:  # workers on the condition variable (no futex): the long way
             self.ctrl[ARGS : ARGS + args.shape[0]] = args
-            self.ctrl[ARGS + hdr[HX]] = x.ctypes.data
+            if hdr[HX] >= 0:
+                self.ctrl[ARGS + hdr[HX]] = x.ctypes.data
             self.ctrl[ARGS + hdr[HOUT]] = out.ctypes.data
             if hdr[HZ] >= 0:
                 self.ctrl[ARGS + hdr[HZ]] = z.ctypes.data

@@ -53,6 +53,8 @@ NODES = [
     ((1, 160, 7, 7), (960, 160, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # packed 1x1 job
     ((1, 32, 56, 56), (24, 32, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # direct 1x1 job
     ((1, 320, 28, 28), (320, 320, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # OpenBLAS 1x1 job
+    ((1, 64, 20, 20), (96, 64, 3, 3), (1, 1), (1, 1, 1, 1), 1),  # direct 3x3: refilled planes
+    ((1, 3, 64, 64), (32, 3, 7, 7), (2, 2), (3, 3, 3, 3), 1),  # the 7x7 stride-2 stem
 ]
 
 
@@ -60,6 +62,8 @@ NODES = [
 @pytest.mark.parametrize("residual", [False, True])
 def test_replayed_node_matches_reference(two_threads, xs, ws, s, p, group, residual):
     w, b = _rand(*ws, seed=1), _rand(ws[0], seed=2)
+    if ws[2] > 1 and group == 1:  # stored OHWI, as ir/passes/conv_layout.py does
+        w = to_ohwi(w)
     out_shape = _want(_rand(*xs), w, b, s, p, group, "").shape
     for call in range(3):  # record, then replay twice with new arrays
         x = _rand(*xs, seed=10 + call)
@@ -75,19 +79,18 @@ def test_replayed_node_matches_reference(two_threads, xs, ws, s, p, group, resid
     "xs,ws,s,p,group",
     [
         ((1, 64, 28, 28), (128, 64, 1, 1), (2, 2), (0, 0, 0, 0), 1),  # subsampled copy
-        ((1, 16, 20, 20), (32, 16, 3, 3), (1, 1), (1, 1, 1, 1), 1),  # KxK: scratch planes
+        ((1, 16, 20, 20), (32, 16, 3, 3), (1, 1), (1, 1, 1, 1), 1),  # OIHW 3x3: not direct
         ((2, 96, 14, 14), (96, 1, 3, 3), (1, 1), (1, 1, 1, 1), 96),  # a job per image
     ],
 )
 def test_unreplayable_nodes_stay_on_their_path(two_threads, xs, ws, s, p, group):
-    # stored OHWI, as ir/passes/conv_layout.py stores a KxK weight for the direct path
-    w, b = to_ohwi(_rand(*ws, seed=1)), _rand(ws[0], seed=2)
+    w, b = _rand(*ws, seed=1), _rand(ws[0], seed=2)
     for call in range(2):
         x = _rand(*xs, seed=10 + call)
         np.testing.assert_allclose(
             _conv(x, w, b, s, p, group, "Clip"), _want(x, w, b, s, p, group, "Clip"), atol=2e-4
         )
-    assert fused_linear._REPLAYS.get((id(w), xs), "absent") is None
+    assert fused_linear._REPLAYS.get((id(w), xs)) is None  # absent: no native job ran
 
 
 def test_input_also_the_residual_is_not_replayed(two_threads):
@@ -135,7 +138,19 @@ def test_recording_sees_every_job_and_only_marked_ones_replay(two_threads):
     assert Replay.of([None], x, y, None) is None
     assert Replay.of([jobs[0]], x, y, None) is not None
     assert Replay.of([jobs[1]], x, y, None) is None  # another output's address
-    xs = to_ohwi(_rand(32, 16, 3, 3, seed=1))
-    with recording() as jobs:  # a KxK direct conv: its job reads scratch phase planes
-        conv2d(_rand(1, 16, 20, 20), xs, None, (1, 1), (1, 1), (1, 1), 1, (20, 20))
-    assert jobs == [None]
+    ws = to_ohwi(_rand(32, 16, 3, 3, seed=1))
+    x = _rand(1, 16, 20, 20)
+    with recording() as jobs:  # a KxK direct conv: its job reads its own phase planes
+        y = conv2d(x, ws, None, (1, 1), (1, 1), (1, 1), 1, (20, 20))
+    assert len(jobs) == 1 and jobs[0].prep is not None
+    replay = Replay.of(jobs, x, y, None)
+    assert replay is not None and replay.slots[0] == -1  # x itself is not read
+    y2 = np.empty_like(y)
+    x2 = _rand(1, 16, 20, 20, seed=5)
+    assert replay.run(x2, y2, None)
+    want, _ = _reference(x2, ws, None, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    np.testing.assert_allclose(y2, want, atol=2e-4)
+    conv2d(x, ws, None, (1, 1), (1, 1), (1, 1), 1, (20, 20))  # unrecorded: thread scratch
+    with recording() as jobs:
+        conv2d(x, ws, None, (1, 1), (1, 1), (1, 1), 1, (20, 20))
+    assert jobs[0].args[0] != replay.args[0]  # a recorded call splits into planes of its own
