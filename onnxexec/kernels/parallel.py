@@ -440,22 +440,9 @@ class _Pool:
             self.cv.notify_all()
 
 
-@nb.njit(nogil=True, cache=True)
-def _nudge(ctrl):
-    """Wake the sleeping workers without a job: they spin for the next one."""
-    if ctrl[SYSC] != 0 and atomic_load(ctrl, SLEEPERS) > 0:
-        futex_wake(ctrl[SYSC], ctrl, CLAIM)
-
-
-def begin_run(wake: bool = False) -> RunPin | None:
-    """affinity.begin_run with this pool's caller CPUs (None without a pool); `wake`:
-    also wake its sleeping workers now."""
-    pool = _pool
-    if pool is None:
-        return begin_pinned_run(None)
-    if wake and pool.started:
-        _nudge(pool.ctrl)
-    return begin_pinned_run(pool.caller_cpus)
+def begin_run() -> RunPin | None:
+    """affinity.begin_run with this pool's caller CPUs (None without a pool)."""
+    return begin_pinned_run(_pool.caller_cpus if _pool is not None else None)
 
 
 _TIMEOUT = np.array([0, 1_000_000], dtype=np.int64)  # futex timeout (timespec): 1 ms

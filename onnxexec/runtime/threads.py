@@ -123,7 +123,7 @@ def begin_run() -> Any:
     that loads no kernel module has no pool, and importing it here would pull in
     numba). Pass the result to end_run."""
     par = sys.modules.get("onnxexec.kernels.parallel")
-    return par.begin_run(True) if par is not None else None
+    return par.begin_run() if par is not None else None
 
 
 def end_run(run: Any) -> None:
