@@ -10,6 +10,7 @@ float16/bfloat16 accumulate in float32; integers in 64 bits; results keep the in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -91,9 +92,11 @@ def _trailing_sum(
         return None
     from onnxexec.kernels.reduce import sum_rows
 
+    # math.prod, not np.prod: right after a conv job numpy's first calls run on a
+    # cache the job evicted (~10 us each measured in-model), plain ints don't
     lead = data.shape[: nd - len(axes)]
-    cols = int(np.prod(data.shape[nd - len(axes) :]))
-    out = np.empty(int(np.prod(lead)), dtype=np.float32)
+    cols = math.prod(data.shape[nd - len(axes) :])
+    out = np.empty(math.prod(lead), dtype=np.float32)
     sum_rows(data.reshape(-1, cols), 1.0 / cols if kind == "mean" else 1.0, out)
     shape = lead + (1,) * len(axes) if keep else lead
     return out.reshape(shape)
