@@ -139,6 +139,8 @@ def test_dispatch_rules():
     assert use_direct(3, 7, 7, 2, 2, 224, 224)  # ResNet's stem
     assert use_direct(3, 3, 3, 2, 2, 224, 224)  # MobileNetV2's stem
     assert not use_direct(128, 3, 3, 2, 2, 56, 56)  # big phase planes: conv_taps / im2col
+    assert use_direct(256, 3, 3, 2, 2, 28, 28)  # mid-size planes, a 14x14 output
+    assert not use_direct(512, 3, 3, 2, 2, 14, 14)  # a 7x7 output fills its tiles badly
     assert not use_direct(64, 1, 1, 1, 1, 56, 56)  # 1x1 goes through conv_gemm.pointwise
     assert use_direct_pointwise(64, 3136) and use_direct_pointwise(16, 12544)
     assert not use_direct_pointwise(512, 49) and not use_direct_pointwise(320, 3136)
