@@ -10,6 +10,8 @@ Activation names and parameters: kernels.activations.ACT ("Clip" alpha/beta = mi
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from onnxexec.kernels.activations import ACT, epilogue, epilogue_reference
@@ -149,13 +151,19 @@ def _conv_geometry(
 
 class _ConvReplay:
     """A FusedConv node's one native job (kernels/launch.py) with what it was made
-    for: the node's weight and bias objects (kept alive, so their ids stay theirs)
-    and attributes; `run` takes inputs of the recorded shape."""
+    for: the node's weight and bias, by weak reference (a replay must not keep a
+    discarded session's weights alive: it goes when its weight goes), and attributes;
+    `run` takes inputs of the recorded shape."""
 
     __slots__ = ("attrs", "b", "replay", "w")
 
     def __init__(self, w: np.ndarray, b: np.ndarray | None, attrs: tuple, replay: Replay):
-        self.w, self.b, self.attrs, self.replay = w, b, attrs, replay
+        self.w, self.b = weakref.ref(w), None if b is None else weakref.ref(b)
+        self.attrs, self.replay = attrs, replay
+
+    def made_for(self, w: np.ndarray, b: np.ndarray | None, attrs: tuple) -> bool:
+        wb = None if self.b is None else self.b()
+        return self.w() is w and wb is b and self.attrs == attrs
 
     def run(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray | None:
         r = self.replay
@@ -167,6 +175,18 @@ class _ConvReplay:
             return None
         y = np.empty(r.out_shape, dtype=F32)
         return y if r.run(x, y, z) else None
+
+
+def _remember(key: tuple, w: np.ndarray, b: np.ndarray | None, attrs: tuple, r: Replay) -> None:
+    """Store a node's replay; the arrays it keeps alive lose those that are (views of)
+    its weight or bias, which the entry only watches: it is dropped when W is freed."""
+    own = (w,) if b is None else (w, b)
+    r.keep = tuple(
+        a for a in r.keep
+        if isinstance(a, np.ndarray) and not any(np.may_share_memory(a, o) for o in own)
+    )  # fmt: skip
+    _REPLAYS[key] = _ConvReplay(w, b, attrs, r)
+    weakref.finalize(w, _REPLAYS.pop, key, None)
 
 
 # By (id(W), X's shape): replays skip the geometry, path rules and job set-up that
@@ -197,7 +217,7 @@ def fused_conv(
     attrs = (auto_pad, dilations, group, kernel_shape, pads, strides, activation, alpha, beta)
     key = (id(w), x.shape)
     hit = _REPLAYS.get(key)
-    if hit is not None and hit.w is w and hit.b is b and hit.attrs == attrs:
+    if hit is not None and hit.made_for(w, b, attrs):
         y = hit.run(x, z)
         if y is not None:
             return y
@@ -220,7 +240,10 @@ def fused_conv(
             if len(_REPLAYS) >= _MAX_REPLAYS:  # weights made at run time: new ids each run
                 _REPLAYS.clear()
             replay = Replay.of(jobs, x, y, z)
-            _REPLAYS[key] = None if replay is None else _ConvReplay(w, b, attrs, replay)
+            if replay is None:
+                _REPLAYS[key] = None
+            else:
+                _remember(key, w, b, attrs, replay)
         return y
     y = conv_nd(x, w, b, group=group, g=g, dt=_compute_dtype(x.dtype))
     y = np.ascontiguousarray(y.astype(x.dtype, copy=False))

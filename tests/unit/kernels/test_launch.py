@@ -6,6 +6,9 @@ residual, one thread, another thread count, the same weight under other attribut
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -71,7 +74,7 @@ def test_replayed_node_matches_reference(two_threads, xs, ws, s, p, group, resid
         got = _conv(x, w, b, s, p, group, "Clip", z)
         np.testing.assert_allclose(got, _want(x, w, b, s, p, group, "Clip", z), atol=2e-4)
     hit = fused_linear._REPLAYS[(id(w), xs)]
-    assert hit is not None and hit.w is w
+    assert hit is not None and hit.w() is w
     assert (hit.replay.slots[2] >= 0) == residual
 
 
@@ -154,3 +157,19 @@ def test_recording_sees_every_job_and_only_marked_ones_replay(two_threads):
     with recording() as jobs:
         conv2d(x, ws, None, (1, 1), (1, 1), (1, 1), 1, (20, 20))
     assert jobs[0].args[0] != replay.args[0]  # a recorded call splits into planes of its own
+
+
+def test_a_replay_does_not_keep_its_weights_alive(two_threads):
+    """A discarded session's weights are freed: the entry watches W and B by weak
+    reference, keeps none of their views, and goes with W."""
+    x, w, b = _rand(1, 96, 14, 14), _rand(96, 1, 3, 3, seed=1), _rand(96, seed=2)
+    for _ in range(2):
+        _conv(x, w, b, (1, 1), (1, 1, 1, 1), 96, "Clip")
+    key = (id(w), x.shape)
+    hit = fused_linear._REPLAYS[key]
+    assert hit is not None
+    assert not any(np.may_share_memory(a, w) or np.may_share_memory(a, b) for a in hit.replay.keep)
+    gone = weakref.ref(w)
+    del w, hit
+    gc.collect()
+    assert gone() is None and key not in fused_linear._REPLAYS
