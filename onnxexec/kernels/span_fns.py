@@ -25,7 +25,7 @@ from onnxexec.kernels.im2col_job import im2col_span
 from onnxexec.kernels.mha_job import attn_span
 from onnxexec.kernels.objload import cfunc
 from onnxexec.kernels.pointwise_packed import pointwise_job
-from onnxexec.kernels.pool2d import maxpool_span
+from onnxexec.kernels.pool2d_kernels import maxpool_span
 from onnxexec.kernels.sgemm_packed import packed_job
 from onnxexec.kernels.taps_job import taps_span
 
