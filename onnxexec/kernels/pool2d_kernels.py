@@ -177,6 +177,20 @@ def _max2d_indices(x, geo, column_major, out, idx, p0, p1):
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
+def _tap_counts(o, s, d, n, k, pb, pe, include_pad):
+    """Per output position along one axis: its taps on real input, or with
+    count_include_pad on [-pb, n + pe)."""
+    counts = np.empty(o, np.float32)
+    for j in range(o):
+        if include_pad:
+            lo, hi = _tap_range(j * s, d, n + pb + pe, k)
+        else:
+            lo, hi = _tap_range(j * s - pb, d, n, k)
+        counts[j] = hi - lo
+    return counts
+
+
+@nb.njit(cache=True, nogil=True, error_model="numpy")
 def _avg2d(xf, h, w, geo, include_pad, out, oh, ow, p0, p1):
     """Average pool of planes [p0, p1) (flat like _max2d); geo also holds the end pads."""
     kh, kw, sh, sw, dh, dw, ph, pw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7]
@@ -185,20 +199,8 @@ def _avg2d(xf, h, w, geo, include_pad, out, oh, ow, p0, p1):
     buf = np.empty(w + sw, np.float32)
     # divisor factors per output column / row: taps on real input, or with
     # count_include_pad on [-pad_begin, n + pad_end)
-    cw = np.empty(ow, np.float32)
-    for j in range(ow):
-        if include_pad:
-            lo, hi = _tap_range(j * sw, dw, w + pw + pe_w, kw)
-        else:
-            lo, hi = _tap_range(j * sw - pw, dw, w, kw)
-        cw[j] = hi - lo
-    ch = np.empty(oh, np.float32)
-    for i in range(oh):
-        if include_pad:
-            lo, hi = _tap_range(i * sh, dh, h + ph + pe_h, kh)
-        else:
-            lo, hi = _tap_range(i * sh - ph, dh, h, kh)
-        ch[i] = hi - lo
+    cw = _tap_counts(ow, sw, dw, w, kw, pw, pe_w, include_pad)
+    ch = _tap_counts(oh, sh, dh, h, kh, ph, pe_h, include_pad)
     for p in range(p0, p1):
         for i in range(oh):
             d0 = (p * oh + i) * ow
