@@ -204,29 +204,6 @@ def _serve(ctrl, fctrl, worker, timeout):
     return _join(ctrl, fctrl, timeout)
 
 
-# _replay's header slots: job number, kind, span kernel address, and the argument
-# slots that take the input / output / residual addresses (-1: none)
-HJOB, HKIND, HFN, HX, HOUT, HZ = range(6)
-
-
-@nb.njit(nogil=True, cache=True)
-def _replay(ctrl, fctrl, hdr, args, fargs, bounds, x, out, z, timeout):
-    """Post and join a recorded native job (kernels/launch.py) in one call: its slots
-    `args` with x's (unless it reads a copy), out's and z's addresses written in, its
-    floats `fargs`."""
-    for i in range(args.shape[0]):
-        ctrl[ARGS + i] = args[i]
-    if hdr[HX] >= 0:
-        ctrl[ARGS + hdr[HX]] = x.ctypes.data
-    ctrl[ARGS + hdr[HOUT]] = out.ctypes.data
-    if hdr[HZ] >= 0:
-        ctrl[ARGS + hdr[HZ]] = z.ctypes.data
-    fctrl[0], fctrl[1] = fargs[0], fargs[1]
-    ctrl[SPANFN] = hdr[HFN]
-    _publish(ctrl, hdr[HJOB], hdr[HKIND], bounds)
-    return _join(ctrl, fctrl, timeout)
-
-
 @nb.njit(nogil=True, cache=True)
 def _read_cycles():
     return cycles()
@@ -394,41 +371,6 @@ class _Pool:
             time.sleep(2e-5)  # a worker is still running a span: let it have the core
         jobs = getattr(recorded, "jobs", None)
         if jobs is not None:  # kernels/launch.py: replayable only if its site says so
-            jobs.append(None)
-
-    def replay(
-        self,
-        hdr: np.ndarray,
-        args: np.ndarray,
-        fargs: np.ndarray,
-        bounds: np.ndarray,
-        x: np.ndarray,
-        out: np.ndarray,
-        z: np.ndarray,
-    ) -> None:
-        """run_native for a recorded job (kernels/launch.py): slots, addresses, post
-        and join in one compiled call, ~5 us less Python a job than writing the slots
-        and calling run_native. hdr[HKIND] / hdr[HFN] / hdr[HX:HZ + 1] are set."""
-        if self.caller_cpus is not None:
-            _pin_caller(self.caller_cpus)
-        self._adapt()
-        if self.sleeping:  # workers on the condition variable (no futex): the long way
-            self.ctrl[ARGS : ARGS + args.shape[0]] = args
-            if hdr[HX] >= 0:
-                self.ctrl[ARGS + hdr[HX]] = x.ctypes.data
-            self.ctrl[ARGS + hdr[HOUT]] = out.ctypes.data
-            if hdr[HZ] >= 0:
-                self.ctrl[ARGS + hdr[HZ]] = z.ctypes.data
-            self.fctrl[:2] = fargs
-            self.run_native(int(hdr[HKIND]), bounds)
-            return
-        self.jobs += 1
-        hdr[HJOB] = self.jobs
-        if not _replay(self.ctrl, self.fctrl, hdr, args, fargs, bounds, x, out, z, _TIMEOUT):
-            while not _serve(self.ctrl, self.fctrl, False, _TIMEOUT):
-                time.sleep(2e-5)
-        jobs = getattr(recorded, "jobs", None)
-        if jobs is not None:
             jobs.append(None)
 
     def close(self) -> None:
