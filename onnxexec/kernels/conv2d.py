@@ -51,6 +51,7 @@ from onnxexec.kernels.parallel import (
     num_threads,
     parallel_for,
 )
+from onnxexec.kernels.pointwise_small import conv1x1_small, use_small
 
 f32 = np.float32
 _TILE_ELEMS = 1 << 19  # floats per im2col tile (2 MiB)
@@ -167,6 +168,9 @@ def conv2d(
                     act, alpha, beta,
                 )  # fmt: skip
         return out
+    one = kh == kw == 1 and sh == sw == 1 and group == 1 and (oh, ow) == (height, width)
+    if one and not any(pads[:2]) and use_small(c, m, oh * ow, act):
+        return conv1x1_small(x, w, b, zc, out, act, alpha, beta)
     wmat = _f32(w.reshape(group, mg, cg * kh * kw))
     if kh == kw == 1 and not any(pads[:2]) and (oh - 1) * sh < height and (ow - 1) * sw < width:
         if (oh, ow) != (height, width):  # strided: subsample, then the same product

@@ -16,9 +16,15 @@ from typing import Any
 import numpy as np
 
 from onnxexec.kernels import objload as nb
-from onnxexec.kernels.depthwise_planes import _NO_BIAS, _NO_Z, _dw_fused, _dw_inplace
+from onnxexec.kernels.depthwise_planes import (
+    _NO_BIAS,
+    _NO_Z,
+    _dw_fused,
+    _dw_inplace,
+    _dw_inplace_s2,
+)
 from onnxexec.kernels.dw_asm import AVAILABLE as DW_ASM
-from onnxexec.kernels.dw_asm import tap_masks
+from onnxexec.kernels.dw_asm import s2_masks, tap_masks
 from onnxexec.kernels.launch import run_job
 from onnxexec.kernels.parallel import (
     KIND_DW,
@@ -139,6 +145,12 @@ def depthwise2d_fused(
         xi, oi = x[i].reshape(c, height * width), out[i].reshape(m, oh * ow)
         zi = None if zc is None else zc[i].reshape(m, oh * ow)
         pool = native_pool() if parts > 1 else None
+        if pool is None and masks is not None and geo[6] == 2:
+            _dw_inplace_s2(
+                xi, wk, _NO_BIAS if b is None else b, b is not None, geo, oi, 0, m, act,
+                alpha, beta, masks.ctypes.data, masks.shape[0],
+            )  # fmt: skip
+            continue
         if pool is None and masks is not None:
             _dw_inplace(
                 xi, wk, _NO_BIAS if b is None else b, b is not None, width, oi, 0, m, act,
@@ -173,19 +185,29 @@ def _tap_masks(height: int, width: int) -> np.ndarray:
 
 
 def _inplace_masks(geo: tuple[int, ...], wk: np.ndarray, no_z: bool, act: int) -> Any:
-    """The mask table when the in-place AVX-512 run (depthwise_planes._dw_inplace)
-    takes this call: 3x3, stride 1, dilation 1, one pixel of padding all round, no
-    residual, no activation or Relu / Clip, finite weights (a padding tap it skips
-    would multiply an infinite weight by zero: NaN); else None."""
+    """The mask table when an in-place AVX-512 run takes this call, else None: 3x3,
+    dilation 1, no residual, no activation or Relu / Clip, and either stride 1 with one
+    pixel of padding all round and finite weights (depthwise_planes._dw_inplace: a
+    padding tap it skips would multiply an infinite weight by zero, NaN) or stride 2
+    with one pixel of padding before (_dw_inplace_s2, which loads the padding as
+    zeros)."""
     height, width, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = geo
-    if not (DW_ASM and no_z and act in (0, 1, 7) and (kh, kw, sh, sw, dh, dw) == _UNIT3):
+    if not (DW_ASM and no_z and act in (0, 1, 7) and (kh, kw, dh, dw) == (3, 3, 1, 1)):
         return None
-    if (ph, pw, oh, ow) != (1, 1, height, width) or not np.isfinite(wk).all():
+    if (sh, sw, ph, pw) == (2, 2, 1, 1) and oh > 0 and ow > 0:
+        return _s2_masks(width, ow)
+    if (sh, sw) != (1, 1) or (ph, pw, oh, ow) != (1, 1, height, width):
+        return None
+    if not np.isfinite(wk).all():
         return None
     return _tap_masks(height, width)
 
 
-_UNIT3 = (3, 3, 1, 1, 1, 1)
+@lru_cache(maxsize=64)
+def _s2_masks(width: int, ow: int) -> np.ndarray:
+    table = s2_masks(width, ow)
+    table.flags.writeable = False
+    return table
 
 
 def _f32(a: np.ndarray) -> np.ndarray:

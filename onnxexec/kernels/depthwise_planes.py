@@ -33,6 +33,7 @@ from onnxexec.kernels.dw_asm import (
     LANES,
     NMPARAMS,
     NPARAMS,
+    NS2PARAMS,
     PBIAS,
     PCLAMP,
     PDST,
@@ -40,8 +41,20 @@ from onnxexec.kernels.dw_asm import (
     PSRC,
     PSTEPS,
     PW,
+    S2BIAS,
+    S2CLAMP,
+    S2DST,
+    S2IDX,
+    S2INSTRIDE,
+    S2MASK,
+    S2OUTSTRIDE,
+    S2ROWS,
+    S2SRC,
+    S2STEPS,
+    S2W,
     dw9_masked_run,
     dw9_run,
+    dw9_s2_run,
     rows_copy,
 )
 
@@ -211,6 +224,18 @@ def _dw_fused(x, w, bias, has_bias, z, has_z, geo, out, m0, m1, code, al, be):
 
 
 @nb.njit(nogil=True, cache=True)
+def _clamp_pair(code, al, be):
+    """The (low, high) clamp of activation code 0 (none), 1 (Relu) or 7 (Clip)."""
+    clamp = np.empty(2, dtype=np.float32)
+    clamp[0], clamp[1] = np.float32(-np.inf), np.float32(np.inf)
+    if code == 1:
+        clamp[0] = np.float32(0.0)
+    elif code == 7:
+        clamp[0], clamp[1] = np.float32(al), np.float32(be)
+    return clamp
+
+
+@nb.njit(nogil=True, cache=True)
 def _dw_inplace(x, w, bias, has_bias, width, out, m0, m1, code, al, be, masks_at, steps):
     """Planes m0..m1 of a 3x3, stride 1, pad 1 depthwise conv with no activation, Relu
     or Clip (code 0 / 1 / 7) over width-wide planes, read and written in place by
@@ -220,12 +245,7 @@ def _dw_inplace(x, w, bias, has_bias, width, out, m0, m1, code, al, be, masks_at
     hw = out.shape[1]
     mult = out.shape[0] // x.shape[0]
     params = np.zeros(NMPARAMS, dtype=np.int64)
-    clamp = np.empty(2, dtype=np.float32)
-    clamp[0], clamp[1] = np.float32(-np.inf), np.float32(np.inf)
-    if code == 1:
-        clamp[0] = np.float32(0.0)
-    elif code == 7:
-        clamp[0], clamp[1] = np.float32(al), np.float32(be)
+    clamp = _clamp_pair(code, al, be)
     zero = np.zeros(1, dtype=np.float32)
     x_at, w_at, out_at = x.ctypes.data, w.ctypes.data, out.ctypes.data
     bias_at = bias.ctypes.data if has_bias else zero.ctypes.data
@@ -242,6 +262,44 @@ def _dw_inplace(x, w, bias, has_bias, width, out, m0, m1, code, al, be, masks_at
         dw9_masked_run(params_at)
     # the blocks the run reads by address live to here
     return params.shape[0] + clamp.shape[0] + zero.shape[0]
+
+
+@nb.njit(nogil=True, cache=True)
+def _dw_inplace_s2(x, w, bias, has_bias, geo, out, m0, m1, code, al, be, masks_at, steps):
+    """Planes m0..m1 of a 3x3, stride 2, pad-begin 1 depthwise conv with no activation,
+    Relu or Clip, read and written in place by dw9_s2_run, output row by output row:
+    the padded copy split by stride phase (_dw_fused) wrote and read the whole input
+    again. x (C, H*W), w (M, 9), out (M, OH*OW) float32; geo as _dw_fused's; masks_at:
+    the address of dw_asm.s2_masks(W, OW), `steps` rows long."""
+    height, width, oh, ow = geo[0], geo[1], geo[2], geo[3]
+    hw, ohw = height * width, oh * ow
+    mult = out.shape[0] // x.shape[0]
+    params = np.zeros(NS2PARAMS, dtype=np.int64)
+    clamp = _clamp_pair(code, al, be)
+    idx = np.empty(32, dtype=np.int32)  # vpermi2ps's evens, then odds
+    for k in range(16):
+        idx[k], idx[16 + k] = 2 * k, 2 * k + 1
+    zero = np.zeros(width + 1, dtype=np.float32)  # a tap row in the padding
+    x_at, w_at, out_at, zero_at = x.ctypes.data, w.ctypes.data, out.ctypes.data, zero.ctypes.data
+    bias_at = bias.ctypes.data if has_bias else zero_at
+    params[S2CLAMP], params[S2MASK], params[S2STEPS] = clamp.ctypes.data, masks_at, steps
+    params[S2IDX], params[S2INSTRIDE], params[S2OUTSTRIDE] = idx.ctypes.data, 8 * width, 4 * ow
+    params_at = params.ctypes.data
+    body_end = min(oh, (height - 2) // 2 + 1)  # rows 1 .. body_end - 1: all three taps inside
+    for m in range(m0, m1):
+        src, dst = x_at + 4 * (m // mult) * hw, out_at + 4 * m * ohw
+        params[S2W] = w_at + 36 * m
+        params[S2BIAS] = bias_at + 4 * m if has_bias else bias_at
+        i = 0
+        while i < oh:
+            rows = body_end - i if 1 <= i < body_end else 1
+            for a in range(3):
+                r = 2 * i + a - 1
+                params[S2SRC + a] = src + 4 * r * width if 0 <= r < height else zero_at
+            params[S2DST], params[S2ROWS] = dst + 4 * i * ow, rows
+            dw9_s2_run(params_at)
+            i += rows
+    return params.shape[0] + clamp.shape[0] + idx.shape[0] + zero.shape[0]
 
 
 # ----- the depthwise span a pool thread runs ---------------------------------------
@@ -268,6 +326,11 @@ def dw_span(a, fa, m0, m1):
     out = nb.carray(f32_ptr(a[DOUT]), (m, g[2] * g[3]))
     has_b, has_z = a[DBIAS] != 0, a[DZ] != 0
     bias = nb.carray(f32_ptr(a[DBIAS]), (m,)) if has_b else _NO_BIAS
+    if a[DMASK] != 0 and g[6] == 2:
+        _dw_inplace_s2(
+            x, w, bias, has_b, geo, out, m0, m1, a[DACT], fa[0], fa[1], a[DMASK], a[DSTEPS]
+        )
+        return
     if a[DMASK] != 0:
         _dw_inplace(
             x, w, bias, has_b, g[1], out, m0, m1, a[DACT], fa[0], fa[1], a[DMASK], a[DSTEPS]

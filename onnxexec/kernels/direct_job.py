@@ -36,6 +36,7 @@ test_conv_direct.py compares with a float64 numpy convolution.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Final
 
@@ -155,27 +156,36 @@ _CLOBBERS = ",".join(
 )
 
 
-@intrinsic
-def _tile(typingctx, rows, params):
-    """The rows x 32 tile described by the parameter block at address `params`, rows
-    in 1..MR (one of MR inline-assembly bodies)."""
+def rows_asm(text_of: Callable[[int], str], clobbers: str, label: str) -> tuple[Any, Any]:
+    """(signature, codegen) of an intrinsic (rows, params) running text_of(rows), for
+    rows in 1..MR, on the parameter block at address `params` ($0): one inline-assembly
+    body per row count behind a switch. Nothing on hosts without AVX-512."""
     sig = types.void(types.int64, types.int64)
 
     def codegen(context, builder, signature, args):
+        if not AVAILABLE:
+            return context.get_dummy_value()
         rows_, params_ = args
         fty = ir.FunctionType(ir.VoidType(), [_I64])
-        exit_ = builder.append_basic_block("dt_exit")
+        exit_ = builder.append_basic_block(f"{label}_exit")
         switch = builder.switch(rows_, exit_)
         for r in range(1, MR + 1):
-            body = builder.append_basic_block(f"dt_{r}")
+            body = builder.append_basic_block(f"{label}_{r}")
             switch.add_case(_I64(r), body)
             builder.position_at_end(body)
-            builder.asm(fty, _asm_tile(r), "r," + _CLOBBERS, [params_], side_effect=True)
+            builder.asm(fty, text_of(r), "r," + clobbers, [params_], side_effect=True)
             builder.branch(exit_)
         builder.position_at_end(exit_)
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@intrinsic
+def _tile(typingctx, rows, params):
+    """The rows x 32 tile described by the parameter block at address `params`, rows
+    in 1..MR (one of MR inline-assembly bodies)."""
+    return rows_asm(_asm_tile, _CLOBBERS, "dt")
 
 
 def segments(

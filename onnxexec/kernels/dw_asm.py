@@ -14,6 +14,7 @@ multiplies and adds (it may not contract them into FMAs); with the run, a whole
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -68,12 +69,17 @@ def _asm_run() -> str:
     return "\n\t".join(out)
 
 
-_CLOBBERS = ",".join(
-    [f"~{{{r[1:]}}}" for r in _TAPS]
-    + ["~{r12}", "~{r13}"]
-    + [f"~{{zmm{i}}}" for i in (0, *range(16, 28))]
-    + ["~{memory}", "~{dirflag}", "~{fpsr}", "~{flags}"]
-)
+def _clobbers(gprs: Sequence[str], zmms: Sequence[int], masks: Sequence[int] = ()) -> str:
+    """An asm body's clobber list: registers given as "%rax", zmm and k numbers."""
+    return ",".join(
+        [f"~{{{r.lstrip('%')}}}" for r in gprs]
+        + [f"~{{zmm{i}}}" for i in zmms]
+        + [f"~{{k{i}}}" for i in masks]
+        + ["~{memory}", "~{dirflag}", "~{fpsr}", "~{flags}"]
+    )
+
+
+_CLOBBERS = _clobbers((*_TAPS, "%r12", "%r13"), (0, *range(16, 28)))
 
 
 def _block_asm(text: str, clobbers: str) -> tuple[Any, Any]:
@@ -122,13 +128,7 @@ def _asm_masked_run() -> str:
     return "\n\t".join(out)
 
 
-_MASKED_CLOBBERS = ",".join(
-    [f"~{{{r[1:]}}}" for r in _TAPS]
-    + ["~{r12}", "~{r13}", "~{r14}"]
-    + [f"~{{zmm{i}}}" for i in (0, *range(16, 28))]
-    + [f"~{{k{i}}}" for i in range(1, 8)]
-    + ["~{memory}", "~{dirflag}", "~{fpsr}", "~{flags}"]
-)
+_MASKED_CLOBBERS = _clobbers((*_TAPS, "%r12", "%r13", "%r14"), (0, *range(16, 28)), range(1, 8))
 
 
 @intrinsic
@@ -180,10 +180,8 @@ def _asm_rows() -> str:
     return "\n\t".join(load + mask + loop)
 
 
-_ROW_CLOBBERS = ",".join(
-    [f"~{{{r}}}" for r in ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11")]
-    + ["~{zmm0}", "~{k1}", "~{memory}", "~{dirflag}", "~{fpsr}", "~{flags}"]
-)
+_GPRS = ("%rax", "%rcx", "%rdx", "%rsi", "%rdi", "%r8", "%r9", "%r10", "%r11")
+_ROW_CLOBBERS = _clobbers(_GPRS, (0,), (1,))
 
 
 @intrinsic
@@ -193,3 +191,85 @@ def rows_copy(typingctx, params):
     row is scalar: with these copies in and out of the phase planes a 960 x 7 x 7
     depthwise call went from 83 to 73 us on one thread (384 x 14 x 14: 76 to 57)."""
     return _block_asm(_asm_rows(), _ROW_CLOBBERS)
+
+
+# dw9_s2_run's parameter block (int64): the first output row's three tap rows (input
+# rows 2i - 1, 2i, 2i + 1; a row in the padding points at zeros), its destination, the
+# number of output rows, 16-output steps a row, the addresses of the nine weights, the
+# bias, the clamp pair, the mask table (uint16 (steps, 3)) and the permute indices
+# (int32 evens 0, 2 .. 30 then odds 1, 3 .. 31), and the bytes from one output row's
+# tap rows / destination to the next's
+S2SRC, S2DST, S2ROWS, S2STEPS, S2W, S2BIAS, S2CLAMP, S2MASK, S2IDX = 0, 3, 4, 5, 6, 7, 8, 9, 10
+S2INSTRIDE, S2OUTSTRIDE = 11, 12
+NS2PARAMS: Final = 13
+S2_INDEX: Final = np.concatenate([np.arange(0, 32, 2), np.arange(1, 32, 2)]).astype(np.int32)
+_S2_ROWS = ("%r8", "%r9", "%r10")
+_S2_TAPS = ("%rax", "%rcx", "%rdx")
+
+
+def _asm_s2_run() -> str:
+    """A 3x3, stride 2, pad-begin 1 depthwise plane read in place, one output row of
+    16-output steps at a time. Step s of tap row a loads input columns 32s .. 32s + 31
+    (two loads, zeroing the lanes the table masks: columns past the row, which are
+    padding), splits them into evens (column 2j: tap b = 1) and odds (2j + 1: b = 2)
+    with vpermi2ps, and takes b = 0 (column 2j - 1) as the odds moved up one lane
+    behind the previous step's last odd (valignd; zero at a row's start: the left
+    padding). Zero lanes multiply the weights as the spec's zero padding does (an
+    infinite weight gives NaN there too)."""
+    out = [f"mov {8 * (S2SRC + a)}($0), {r}" for a, r in enumerate(_S2_ROWS)]
+    out += [f"mov {8 * S2W}($0), %r12"]
+    out += [f"vbroadcastss {4 * t}(%r12), %zmm{16 + t}" for t in range(9)]
+    out += [f"mov {8 * S2BIAS}($0), %r12", "vbroadcastss (%r12), %zmm25"]
+    out += [f"mov {8 * S2CLAMP}($0), %r12", "vbroadcastss (%r12), %zmm26"]
+    out += ["vbroadcastss 4(%r12), %zmm27", f"mov {8 * S2IDX}($0), %r12"]
+    out += ["vmovups (%r12), %zmm28", "vmovups 64(%r12), %zmm29"]
+    out += [f"mov {8 * S2DST}($0), %r11", f"mov {8 * S2ROWS}($0), %r15"]
+    out += [f"mov {8 * S2INSTRIDE}($0), %rsi", f"mov {8 * S2OUTSTRIDE}($0), %rdi"]
+    out += ["test %r15, %r15", "jle 4f", "1:"]
+    out += [f"mov {r}, {t}" for r, t in zip(_S2_ROWS, _S2_TAPS, strict=True)]
+    out += ["mov %r11, %r12", f"mov {8 * S2STEPS}($0), %r13", f"mov {8 * S2MASK}($0), %r14"]
+    out += ["vpxord %zmm1, %zmm1, %zmm1", "vpxord %zmm2, %zmm2, %zmm2"]
+    out += ["vpxord %zmm3, %zmm3, %zmm3", "2:", "vmovaps %zmm25, %zmm0"]
+    out += ["kmovw (%r14), %k1", "kmovw 2(%r14), %k2", "kmovw 4(%r14), %k3"]
+    for a, r in enumerate(_S2_TAPS):
+        prev = f"%zmm{1 + a}"
+        out += [f"vmovups ({r}), %zmm4{{%k1}}{{z}}", f"vmovups 64({r}), %zmm5{{%k2}}{{z}}"]
+        out += ["vmovaps %zmm28, %zmm6", "vpermi2ps %zmm5, %zmm4, %zmm6"]
+        out += ["vmovaps %zmm29, %zmm7", "vpermi2ps %zmm5, %zmm4, %zmm7"]
+        out += [f"valignd $$15, {prev}, %zmm7, %zmm8", f"vmovaps %zmm7, {prev}"]
+        out += [f"vfmadd231ps %zmm8, %zmm{16 + 3 * a}, %zmm0"]
+        out += [f"vfmadd231ps %zmm6, %zmm{17 + 3 * a}, %zmm0"]
+        out += [f"vfmadd231ps %zmm7, %zmm{18 + 3 * a}, %zmm0", f"add $$128, {r}"]
+    out += ["vmaxps %zmm0, %zmm26, %zmm0", "vminps %zmm0, %zmm27, %zmm0"]
+    out += ["vmovups %zmm0, (%r12){%k3}", "add $$64, %r12", "add $$6, %r14"]
+    out += ["dec %r13", "jnz 2b"]
+    out += [f"add %rsi, {r}" for r in _S2_ROWS]
+    out += ["add %rdi, %r11", "dec %r15", "jnz 1b", "4:", "vzeroupper"]
+    return "\n\t".join(out)
+
+
+_S2_CLOBBERS = _clobbers(
+    (*_GPRS, "%r12", "%r13", "%r14", "%r15"), (*range(9), *range(16, 30)), range(1, 4)
+)
+
+
+@intrinsic
+def dw9_s2_run(typingctx, params):
+    """The stride-2 rows of the block at address `params` (AVX-512 hosts; elsewhere it
+    compiles to nothing: callers only take it where AVAILABLE)."""
+    return _block_asm(_asm_s2_run(), _S2_CLOBBERS)
+
+
+def s2_masks(width: int, ow: int) -> np.ndarray:
+    """dw9_s2_run's table for width-wide input rows and ow-wide output rows: per step s
+    the lanes of its two loads inside the row (columns 32s + l and 32s + 16 + l below
+    width) and of its store (outputs 16s + l below ow)."""
+    steps = -(-ow // LANES)
+    lane = np.arange(LANES)
+    bits = np.uint32(1) << lane.astype(np.uint32)
+    s = np.arange(steps)[:, None]
+    table = np.empty((steps, 3), dtype=np.uint16)
+    table[:, 0] = ((32 * s + lane < width) * bits).sum(axis=1)
+    table[:, 1] = ((32 * s + 16 + lane < width) * bits).sum(axis=1)
+    table[:, 2] = ((16 * s + lane < ow) * bits).sum(axis=1)
+    return table

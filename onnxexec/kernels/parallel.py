@@ -76,6 +76,7 @@ SPANFN = 39  # the posted job's span kernel (its C address, kernels/span_fns.py)
 MAX_SPANS = 32
 KIND_PY, KIND_GEMM, KIND_PACKED, KIND_DW, KIND_IM2COL = 0, 1, 2, 3, 4
 KIND_IM2ROW, KIND_TAPS, KIND_ATTN, KIND_PW, KIND_DIRECT, KIND_POOL = 5, 6, 7, 8, 9, 10
+KIND_PWT = 11
 # CLAIM word: job number << 36 | kind << 32 | spans << 16 | next span
 _SPAN_BITS, _KIND_SHIFT, _JOB_SHIFT = 0xFFFF, 32, 36
 

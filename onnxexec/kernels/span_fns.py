@@ -25,6 +25,7 @@ from onnxexec.kernels.im2col_job import im2col_span
 from onnxexec.kernels.mha_job import attn_span
 from onnxexec.kernels.objload import cfunc
 from onnxexec.kernels.pointwise_packed import pointwise_job
+from onnxexec.kernels.pointwise_t import pwt_job
 from onnxexec.kernels.pool2d_kernels import maxpool_span
 from onnxexec.kernels.sgemm_packed import packed_job
 from onnxexec.kernels.taps_job import taps_span
@@ -75,6 +76,10 @@ def _direct(ap, fp, s0, s1):
     direct_job(nb.carray(ap, (ARG_SLOTS,)), nb.carray(fp, (FLOAT_SLOTS,)), s0, s1)
 
 
+def _pwt(ap, fp, s0, s1):
+    pwt_job(nb.carray(ap, (ARG_SLOTS,)), nb.carray(fp, (FLOAT_SLOTS,)), s0, s1)
+
+
 def _pool(ap, fp, s0, s1):
     maxpool_span(nb.carray(ap, (ARG_SLOTS,)), nb.carray(fp, (FLOAT_SLOTS,)), s0, s1)
 
@@ -91,6 +96,7 @@ WRAPPERS: Final[dict[int, Callable[..., None]]] = {
     8: _pw,
     9: _direct,
     10: _pool,
+    11: _pwt,
 }
 _compiled: dict[int, int] = {}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -195,39 +196,46 @@ def test_inplace_depthwise_against_reference(threads, c, h, w, act, alpha, beta)
         np.testing.assert_allclose(out, _act_ref(ref, code, alpha, beta), rtol=1e-4, atol=1e-4)
 
 
+@contextmanager
+def _between_guard_pages(shape):
+    """Random x of `shape` (one page at most) ending where a page ends, between two
+    inaccessible pages: a kernel reading before or past it dies with SIGSEGV. The map
+    goes when the last view of it does."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    page = mmap.PAGESIZE
+    n = int(np.prod(shape))
+    assert 4 * n <= page
+    buf = mmap.mmap(-1, 3 * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    x = np.frombuffer(buf, dtype=np.float32, count=n, offset=2 * page - 4 * n).reshape(shape)
+    x[:] = _rand(*shape)
+    assert libc.mprotect(base, page, 0) == 0 and libc.mprotect(base + 2 * page, page, 0) == 0
+    try:
+        yield x
+    finally:
+        libc.mprotect(base, 3 * page, mmap.PROT_READ | mmap.PROT_WRITE)
+
+
 def test_inplace_depthwise_reads_nothing_outside_the_planes(threads):
     """The planes fill one page between two inaccessible ones: the taps' masked-off
     lanes before the first plane and past the last must not be read (AVX-512 fault
-    suppression), or this test dies with SIGSEGV."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    page = mmap.PAGESIZE
-    buf = mmap.mmap(-1, 3 * page)
-    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
-    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    x = np.frombuffer(buf, dtype=np.float32, count=page // 4, offset=page)
-    c = page // 4 // 256
-    x = x.reshape(1, c, 16, 16)
-    x[:] = _rand(1, c, 16, 16)
-    want, _ = _reference(x.copy(), _rand(c, 1, 3, 3, seed=1), None, (1, 1), (1, 1, 1, 1), (1, 1), c)
-    assert libc.mprotect(base, page, 0) == 0 and libc.mprotect(base + 2 * page, page, 0) == 0
-    try:
+    suppression)."""
+    c = mmap.PAGESIZE // 4 // 256
+    w = _rand(c, 1, 3, 3, seed=1)
+    with _between_guard_pages((1, c, 16, 16)) as x:
+        want, _ = _reference(x.copy(), w, None, (1, 1), (1, 1, 1, 1), (1, 1), c)
         out = np.empty((1, c, 16, 16), dtype=np.float32)
-        w = _rand(c, 1, 3, 3, seed=1)
         depthwise2d_fused(x, w, None, (1, 1), (1, 1), (1, 1), out, 0, 0.0, 0.0)
-    finally:
-        libc.mprotect(base, 3 * page, mmap.PROT_READ | mmap.PROT_WRITE)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
-    del x
-    buf.close()
 
 
 def test_inplace_depthwise_only_where_it_applies(threads):
-    """Stride 2, other padding, a residual, other activations and non-finite weights
-    keep the padded-plane path; an infinite weight times a padding zero is NaN there."""
+    """Other padding, a residual, other activations and non-finite weights keep the
+    padded-plane path; an infinite weight times a padding zero is NaN there."""
     wk = _rand(8, 9)
     geo = (14, 14, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1)
     assert _inplace_masks(geo, wk, True, ACT["Clip"]) is not None
-    assert _inplace_masks((14, 14, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1), wk, True, 0) is None
     assert _inplace_masks((14, 14, 12, 12, 3, 3, 1, 1, 0, 0, 1, 1), wk, True, 0) is None
     assert _inplace_masks(geo, wk, False, 0) is None
     assert _inplace_masks(geo, wk, True, ACT["Sigmoid"]) is None
@@ -237,4 +245,58 @@ def test_inplace_depthwise_only_where_it_applies(threads):
     out = np.empty((1, 8, 14, 14), dtype=np.float32)
     depthwise2d_fused(x, w, None, (1, 1), (1, 1), (1, 1), out, 0, 0.0, 0.0)
     assert np.isnan(out[0, 3, 0, :]).all() and np.isnan(out[0, 3, :, 0]).all()
+    assert np.isfinite(out[0, 2]).all()
+
+
+# the stride-2 in-place run (depthwise_planes._dw_inplace_s2, dw_asm.dw9_s2_run)
+INPLACE_S2 = [(96, 112, 112), (576, 14, 14), (3, 7, 9), (5, 2, 2), (6, 35, 50), (4, 3, 64)]
+S2_CASES = [(*p, q) for p in INPLACE_S2 for q in ((1, 1, 1, 1), (1, 1, 0, 0), (1, 1, 0, 1))]
+
+
+@pytest.mark.parametrize("c, h, w, pads", [*S2_CASES, (2, 1, 1, (1, 1, 1, 1))])
+def test_inplace_s2_depthwise_against_reference(threads, c, h, w, pads):
+    """3x3, stride 2, pad-begin 1: odd and even sizes (a last tap row or column in the
+    end padding or not), rows of one step and of several with a partial last one,
+    single-pixel planes, channel multiplier 2; Clip, Relu and no activation."""
+    for mult, (act, alpha, beta) in ((1, ("Clip", 0.0, 6.0)), (2, ("Relu", 0, 0)), (1, ("", 0, 0))):
+        x, wt = _rand(1, c, h, w), _rand(c * mult, 1, 3, 3, seed=1)
+        b = _rand(c * mult, seed=2)
+        code = ACT[act]
+        ref, out_hw = _reference(x, wt, b, (2, 2), pads, (1, 1), c)
+        geo = (h, w, *out_hw, 3, 3, 2, 2, 1, 1, 1, 1)
+        assert _inplace_masks(geo, wt.reshape(-1, 9), True, code) is not None
+        out = np.full((1, c * mult, *out_hw), np.nan, dtype=np.float32)
+        depthwise2d_fused(x, wt, b, (2, 2), (1, 1), (1, 1), out, code, alpha, beta)
+        np.testing.assert_allclose(out, _act_ref(ref, code, alpha, beta), rtol=1e-4, atol=1e-4)
+
+
+def test_inplace_s2_depthwise_reads_nothing_outside_the_planes(threads):
+    """As the stride-1 guard-page test: the last row's loads past the plane end are
+    masked off, so the page after the planes is never touched."""
+    c = mmap.PAGESIZE // 4 // (15 * 17)
+    w = _rand(c, 1, 3, 3, seed=1)
+    with _between_guard_pages((1, c, 15, 17)) as x:
+        want, out_hw = _reference(x.copy(), w, None, (2, 2), (1, 1, 1, 1), (1, 1), c)
+        out = np.empty((1, c, *out_hw), dtype=np.float32)
+        depthwise2d_fused(x, w, None, (2, 2), (1, 1), (1, 1), out, 0, 0.0, 0.0)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_inplace_s2_depthwise_padding_times_infinity_is_nan(threads):
+    """The stride-2 run loads its padding as zeros and multiplies them, so an infinite
+    weight gives NaN wherever its tap falls in the padding, as the spec's padded conv
+    does (and finite values elsewhere); a residual or Sigmoid keeps the padded path."""
+    wk = _rand(8, 9)
+    geo = (14, 14, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1)
+    assert _inplace_masks(geo, wk, False, 0) is None
+    assert _inplace_masks(geo, wk, True, ACT["Sigmoid"]) is None
+    assert _inplace_masks((14, 14, 6, 6, 3, 3, 2, 2, 0, 0, 1, 1), wk, True, 0) is None
+    wk[3, 0] = np.inf  # tap (0, 0): the top row and left column of outputs read padding
+    assert _inplace_masks(geo, wk, True, 0) is not None
+    x = np.abs(_rand(1, 8, 14, 14)) + 0.5
+    out = np.empty((1, 8, 7, 7), dtype=np.float32)
+    depthwise2d_fused(x, wk.reshape(8, 1, 3, 3), None, (2, 2), (1, 1), (1, 1), out, 0, 0.0, 0.0)
+    hit = np.zeros((7, 7), dtype=bool)
+    hit[0, :], hit[:, 0] = True, True
+    assert np.isnan(out[0, 3][hit]).all() and np.isposinf(out[0, 3][~hit]).all()
     assert np.isfinite(out[0, 2]).all()

@@ -53,7 +53,9 @@ def _conv(x, w, b, s, p, group, act, z=None):
 # (input shape, weight shape, strides, pads, group): MobileNetV2's kinds of node
 NODES = [
     ((1, 96, 14, 14), (96, 1, 3, 3), (1, 1), (1, 1, 1, 1), 96),  # depthwise job
-    ((1, 160, 7, 7), (960, 160, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # packed 1x1 job
+    ((1, 144, 28, 28), (144, 1, 3, 3), (2, 2), (1, 1, 1, 1), 144),  # stride-2 depthwise
+    ((1, 64, 14, 14), (384, 64, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # packed 1x1 job
+    ((1, 160, 7, 7), (960, 160, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # pixel x channel 1x1 job
     ((1, 32, 56, 56), (24, 32, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # direct 1x1 job
     ((1, 320, 28, 28), (320, 320, 1, 1), (1, 1), (0, 0, 0, 0), 1),  # OpenBLAS 1x1 job
     ((1, 64, 20, 20), (96, 64, 3, 3), (1, 1), (1, 1, 1, 1), 1),  # direct 3x3: refilled planes
