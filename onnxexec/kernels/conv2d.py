@@ -168,13 +168,12 @@ def conv2d(
                     act, alpha, beta,
                 )  # fmt: skip
         return out
-    one = kh == kw == 1 and sh == sw == 1 and group == 1 and (oh, ow) == (height, width)
-    if one and not any(pads[:2]) and use_small(c, m, oh * ow, act):
-        return conv1x1_small(x, w, b, zc, out, act, alpha, beta)
-    wmat = _f32(w.reshape(group, mg, cg * kh * kw))
     if kh == kw == 1 and not any(pads[:2]) and (oh - 1) * sh < height and (ow - 1) * sw < width:
         if (oh, ow) != (height, width):  # strided: subsample, then the same product
             x = np.ascontiguousarray(x[:, :, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw])
+        if group == 1 and use_small(c, m, oh * ow, act):
+            return conv1x1_small(x, w, b, zc, out, act, alpha, beta)
+        wmat = _f32(w.reshape(group, mg, cg))
         # pointwise: no im2col, one product per image and group
         for i in range(n):
             for g in range(group):
@@ -190,6 +189,7 @@ def conv2d(
                     beta,
                 )
         return out
+    wmat = _f32(w.reshape(group, mg, cg * kh * kw))
     for i in range(n):
         xq = (
             phase_planes(x[i], 0, c, (kh, kw), strides, pads[:2], dilations, out_hw)

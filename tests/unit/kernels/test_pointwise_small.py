@@ -94,3 +94,14 @@ def test_packed_weight_goes_with_its_weight():
     del w
     gc.collect()
     assert key not in ps._PACKED
+
+
+def test_strided_conv2d_subsamples_into_the_small_path(threads):
+    """A stride-2 1x1 conv (ResNet-50's 14x14 -> 7x7 downsample) subsamples its input,
+    then runs here; the residual comes along."""
+    x, wt, b = _rand(1, 48, 14, 14), _rand(80, 48, 1, 1, seed=1), _rand(80, seed=2)
+    z = _rand(1, 80, 7, 7, seed=3)
+    got = conv2d(x, wt, b, (2, 2), (0, 0, 0, 0), (1, 1), 1, (7, 7), ACT["Relu"], 0.0, 0.0, z)
+    assert id(wt) in ps._PACKED
+    want = _want(x[:, :, ::2, ::2], wt, b, z, ACT["Relu"], 0, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
