@@ -105,7 +105,9 @@ class Replay:
     `run` posts it again for new arrays of the same shapes (and returns False when the
     pool is busy or the thread count changed: the caller then takes its full path)."""
 
-    __slots__ = ("args", "bounds", "fargs", "hdr", "keep", "out_shape", "prep", "slots", "threads")
+    __slots__ = (
+        "args", "bounds", "fargs", "fns", "hdr", "keep", "out_shape", "prep", "slots", "threads",
+    )  # fmt: skip
 
     def __init__(self, job: Job, slots: tuple[int, int, int], out_shape: tuple[int, ...]):
         self.slots, self.out_shape = slots, out_shape
@@ -117,6 +119,9 @@ class Replay:
         self.threads = num_threads()
         self.keep = job.keep  # the arrays its constant address slots point into
         self.prep = job.prep
+        # _replay's linked overload by the flag bits of x and z (the other arguments'
+        # types never change; out is always a new C-contiguous array)
+        self.fns: dict[tuple[int, int], Any] = {}
 
     @staticmethod
     def of(
@@ -176,7 +181,17 @@ class Replay:
         pool.jobs += 1
         hdr[HJOB] = pool.jobs
         ctrl, fctrl = pool.ctrl, pool.fctrl
-        if not _replay(ctrl, fctrl, hdr, args, self.fargs, self.bounds, x, out, z, _TIMEOUT):
+        call = (ctrl, fctrl, hdr, args, self.fargs, self.bounds, x, out, z, _TIMEOUT)
+        key = (x.flags.num, z.flags.num)
+        fn = self.fns.get(key)
+        if fn is None:
+            linked = getattr(_replay, "linked", None)  # a LazyKernel (not numba's own)
+            fn = None if linked is None else linked(call)
+            if fn is not None:
+                self.fns[key] = fn
+            else:
+                fn = _replay
+        if not fn(*call):
             while not _serve(ctrl, fctrl, False, _TIMEOUT):
                 time.sleep(2e-5)  # a worker is still running a span: let it have the core
         jobs = getattr(recorded, "jobs", None)

@@ -105,6 +105,15 @@ class LazyKernel(_Lazy):
             return self._first_call(raw, args)
         return fn(*args)
 
+    def linked(self, args: tuple[Any, ...]) -> Callable[..., Any] | None:
+        """The overload already linked for arguments like these, or None (numba runs
+        this kernel, or no call of this layout has been made yet). A caller making
+        many calls of one argument layout keeps it and skips `raw_key`: ~1.5 us for
+        ten arguments, more than numba's own dispatch."""
+        if self.real is not None:
+            return None
+        return self._linked.get(raw_key(args))
+
     def _first_call(self, raw: tuple[Any, ...], args: tuple[Any, ...]) -> Any:
         fn = self._link(raw, args)
         if fn is None:

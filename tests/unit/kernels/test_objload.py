@@ -255,6 +255,11 @@ KERNEL_RUN = textwrap.dedent(
 
     res = {"doubled": k.doubled(21), "ramp": k.ramp(4, 0.5).tolist()}
     res["numba_before_raise"] = "numba" in sys.modules
+    # the linked overload, for callers that keep it (once numba compiled the kernel,
+    # the module holds numba's dispatcher instead)
+    linked = getattr(k.doubled, "linked", None)
+    fn = None if linked is None else linked((21,))
+    res["linked"] = None if fn is None else fn(5)
     try:
         k.doubled(-1)
     except ValueError as e:
@@ -289,6 +294,7 @@ def test_native_kernels_box_arrays_and_raise(tmp_path: Path) -> None:
         runs.append(json.loads(out.stdout))
     first, second = runs
     assert first["numba_before_raise"] and not second["numba_before_raise"]
+    assert first["linked"] is None and second["linked"] == 10  # numba's own in the first
     for res in runs:
         assert res["doubled"] == 42
         assert res["ramp"] == [0.0, 0.5, 1.0, 1.5]
@@ -305,8 +311,13 @@ CONV_RUN = textwrap.dedent(
     so = onnxexec.SessionOptions(intra_op_num_threads=2)
     s = onnxexec.InferenceSession(sys.argv[1], so)
     x = np.random.default_rng(0).standard_normal((1, 16, 32, 32)).astype(np.float32)
-    (y,) = s.run(None, {"x": x})
-    print(json.dumps({"numba": "numba" in sys.modules, "y": y.tolist()}))
+    ys = [s.run(None, {"x": x})[0] for _ in range(3)]  # record, then replay
+    from onnxexec.ops.fused_linear import _REPLAYS
+    fast = [bool(r.replay.fns) for r in _REPLAYS.values() if r is not None]
+    print(json.dumps({
+        "numba": "numba" in sys.modules, "y": ys[0].tolist(), "y3": ys[2].tolist(),
+        "replays": len(fast), "linked": sum(fast),
+    }))
     """
 )
 
@@ -359,7 +370,10 @@ def test_conv_session_runs_without_numba(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr[-2000:]
         runs.append(json.loads(out.stdout))
     assert not runs[1]["numba"]
+    # the replayed nodes of the numba-free process call their linked _replay directly
+    assert runs[1]["replays"] > 0 and runs[1]["linked"] == runs[1]["replays"]
     x = np.random.default_rng(0).standard_normal((1, 16, 32, 32)).astype(np.float32)
     ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     for res in runs:
         np.testing.assert_allclose(res["y"], ref[0], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(res["y3"], ref[0], rtol=1e-4, atol=1e-5)
