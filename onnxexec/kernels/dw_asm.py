@@ -69,7 +69,7 @@ def _asm_run() -> str:
     return "\n\t".join(out)
 
 
-def _clobbers(gprs: Sequence[str], zmms: Sequence[int], masks: Sequence[int] = ()) -> str:
+def clobber_list(gprs: Sequence[str], zmms: Sequence[int], masks: Sequence[int] = ()) -> str:
     """An asm body's clobber list: registers given as "%rax", zmm and k numbers."""
     return ",".join(
         [f"~{{{r.lstrip('%')}}}" for r in gprs]
@@ -79,7 +79,7 @@ def _clobbers(gprs: Sequence[str], zmms: Sequence[int], masks: Sequence[int] = (
     )
 
 
-_CLOBBERS = _clobbers((*_TAPS, "%r12", "%r13"), (0, *range(16, 28)))
+_CLOBBERS = clobber_list((*_TAPS, "%r12", "%r13"), (0, *range(16, 28)))
 
 
 def _block_asm(text: str, clobbers: str) -> tuple[Any, Any]:
@@ -128,7 +128,7 @@ def _asm_masked_run() -> str:
     return "\n\t".join(out)
 
 
-_MASKED_CLOBBERS = _clobbers((*_TAPS, "%r12", "%r13", "%r14"), (0, *range(16, 28)), range(1, 8))
+_MASKED_CLOBBERS = clobber_list((*_TAPS, "%r12", "%r13", "%r14"), (0, *range(16, 28)), range(1, 8))
 
 
 @intrinsic
@@ -181,7 +181,7 @@ def _asm_rows() -> str:
 
 
 _GPRS = ("%rax", "%rcx", "%rdx", "%rsi", "%rdi", "%r8", "%r9", "%r10", "%r11")
-_ROW_CLOBBERS = _clobbers(_GPRS, (0,), (1,))
+_ROW_CLOBBERS = clobber_list(_GPRS, (0,), (1,))
 
 
 @intrinsic
@@ -202,7 +202,6 @@ def rows_copy(typingctx, params):
 S2SRC, S2DST, S2ROWS, S2STEPS, S2W, S2BIAS, S2CLAMP, S2MASK, S2IDX = 0, 3, 4, 5, 6, 7, 8, 9, 10
 S2INSTRIDE, S2OUTSTRIDE = 11, 12
 NS2PARAMS: Final = 13
-S2_INDEX: Final = np.concatenate([np.arange(0, 32, 2), np.arange(1, 32, 2)]).astype(np.int32)
 _S2_ROWS = ("%r8", "%r9", "%r10")
 _S2_TAPS = ("%rax", "%rcx", "%rdx")
 
@@ -248,7 +247,7 @@ def _asm_s2_run() -> str:
     return "\n\t".join(out)
 
 
-_S2_CLOBBERS = _clobbers(
+_S2_CLOBBERS = clobber_list(
     (*_GPRS, "%r12", "%r13", "%r14", "%r15"), (*range(9), *range(16, 30)), range(1, 4)
 )
 

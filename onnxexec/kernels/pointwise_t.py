@@ -29,6 +29,7 @@ import numpy as np
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.direct_job import AVAILABLE as AVAILABLE
 from onnxexec.kernels.direct_job import MR, rows_asm
+from onnxexec.kernels.dw_asm import clobber_list
 from onnxexec.kernels.objload import intrinsic
 
 NC: Final = 32  # output channels per tile (two zmm); MR (12) pixels at most
@@ -91,10 +92,8 @@ def _asm_tile(rows: int) -> str:
     return "\n\t".join(out)
 
 
-_CLOBBERS = ",".join(
-    [f"~{{{r}}}" for r in ("rax", "rcx", "rdx", "rsi", "rdi", "r12", "r13", "r14")]
-    + [f"~{{zmm{i}}}" for i in range(29)]
-    + ["~{k1}", "~{k2}", "~{k3}", "~{memory}", "~{dirflag}", "~{fpsr}", "~{flags}"]
+_CLOBBERS = clobber_list(
+    ("%rax", "%rcx", "%rdx", "%rsi", "%rdi", "%r12", "%r13", "%r14"), range(29), range(1, 4)
 )
 
 
