@@ -23,23 +23,14 @@ from onnxexec.runtime import __all__ as _RUNTIME_NAMES
 __version__ = "0.1.0"
 
 __all__ = [
-    "ExecutionMode",
-    "GraphOptimizationLevel",
-    "InferenceSession",
     "InvalidFeedError",
     "InvalidGraphError",
     "ModelLoadError",
-    "ModelMetadata",
-    "NodeArg",
     "NodeExecutionError",
     "OnnxExecError",
-    "RunOptions",
-    "SessionOptions",
     "UnsupportedOpError",
     "__version__",
-    "get_all_providers",
-    "get_available_providers",
-    "get_device",
+    *_RUNTIME_NAMES,
 ]
 
 

@@ -13,6 +13,12 @@ from onnxexec.ops.registry import op
 _GLOBAL = np.random.default_rng()
 
 
+def set_global_seed(seed: int) -> None:
+    """Reseed the generator nodes without a `seed` attribute draw from (ort.set_seed)."""
+    global _GLOBAL
+    _GLOBAL = np.random.default_rng(int(seed))
+
+
 def _rng(seed: float | None) -> np.random.Generator:
     if seed is None:
         return _GLOBAL

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 
-from onnxexec.errors import InvalidFeedError
+from onnxexec.errors import InvalidFeedError, NodeExecutionError, RunTerminatedError
 from onnxexec.ir.graph import Graph, ValueInfo
 from onnxexec.ir.onnx_pb import ModelProto
 from onnxexec.ir.passes import optimize
@@ -19,20 +21,23 @@ from onnxexec.loaders.onnx_proto import load_onnx
 from onnxexec.runtime import threads
 from onnxexec.runtime.executor import execute
 from onnxexec.runtime.feeds import FeedChecker
+from onnxexec.runtime.model_prep import (
+    check_path,
+    edits_model,
+    load_for_session,
+    options_from_model,
+    save_optimized,
+)
 from onnxexec.runtime.options import ModelMetadata, NodeArg, RunOptions, SessionOptions
 from onnxexec.runtime.plan import plan_graph
 from onnxexec.runtime.profiler import Profiler
+from onnxexec.runtime.providers import get_all_providers, get_available_providers, resolve_providers
+from onnxexec.runtime.session_api import TERMINATED, OrtSessionAPI, RunWatch
 from onnxexec.runtime.threads import set_threads
 
-PROVIDERS = ["CPUExecutionProvider"]
+__all__ = ["InferenceSession", "get_all_providers", "get_available_providers", "get_device"]
 
-
-def get_available_providers() -> list[str]:
-    return list(PROVIDERS)
-
-
-def get_all_providers() -> list[str]:
-    return list(PROVIDERS)
+log = logging.getLogger("onnxexec")
 
 
 def get_device() -> str:
@@ -70,14 +75,20 @@ def _replaced_bytes(loaded: Graph, optimized: Graph) -> int:
 def load_graph(model: str | os.PathLike | bytes | ModelProto | Graph) -> Graph:
     if isinstance(model, Graph):
         return model
+    check_path(model)
     return load_onnx(model)
 
 
-class InferenceSession:
+def _load(model: Any, options: SessionOptions) -> Graph:
+    return load_for_session(model, options) if edits_model(options) else load_graph(model)
+
+
+class InferenceSession(OrtSessionAPI):
     """Load, plan once, then run many times.
 
-    `providers` is accepted for onnxruntime compatibility; only the CPU provider
-    exists, and asking for another raises like onnxruntime does.
+    `providers` / `provider_options` are taken as onnxruntime takes them: providers it
+    knows but onnxexec lacks (CUDA, TensorRT, ...) are skipped with a warning and the
+    session runs on the CPU; an unknown name falls back to the CPU with a warning.
     """
 
     def __init__(
@@ -88,33 +99,35 @@ class InferenceSession:
         provider_options: Sequence[Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._options = sess_options or SessionOptions()
-        for p in providers or ():
-            name = p[0] if isinstance(p, tuple) else p
-            if name not in PROVIDERS:
-                raise ValueError(
-                    f"provider '{name}' is not available; onnxexec provides {PROVIDERS}"
-                )
-        self._model_path = path_or_bytes if isinstance(path_or_bytes, str | os.PathLike) else None
-        self._profiler = (
-            Profiler(self._options.profile_file_prefix) if self._options.enable_profiling else None
+        options = sess_options or SessionOptions()
+        self._enable_fallback = True
+        self._providers = resolve_providers(
+            providers if providers is not None else options.providers or None,
+            provider_options,
+            fallback=True,
         )
-        level = int(self._options.graph_optimization_level)
+        self._model_path = path_or_bytes if isinstance(path_or_bytes, str | os.PathLike) else None
+        t_load = time.perf_counter()
+        log.info("Loading model %s", self._model_path or type(path_or_bytes).__name__)
+        loaded = _load(path_or_bytes, options)
+        self._options = options = options_from_model(loaded.metadata, options)
+        self._profiling_start_ns = time.time_ns() if options.enable_profiling else 0
+        self._profiler = Profiler(options.profile_file_prefix) if options.enable_profiling else None
+        if self._profiler is not None:
+            self._profiler.t0 = t_load
+            self._profiler.add("Session", "model_loading_uri", t_load, time.perf_counter())
+        level = int(options.graph_optimization_level)
         # BLAS keeps the session's thread count at every level: forcing it single-threaded
         # under the fused kernels changed conv summation order enough to flip the
         # ill-conditioned light/test_squeezenet case (logits ~1e10 equal to the last bit).
-        set_threads(self._options.intra_op_num_threads, blas_threads=1 if level >= 2 else None)
-        with self._span("model_loading_uri"):
-            loaded = load_graph(path_or_bytes)
+        set_threads(options.intra_op_num_threads, blas_threads=1 if level >= 2 else None)
         # A graph we loaded ourselves is ours: the layout passes may pack its weights
         # over their own bytes rather than next to them (peak RSS: one model, not two).
         owner = WeightOwnership() if _reloadable(path_or_bytes) else None
         with self._span("session_initialization"):
             self._optimized = optimize(loaded, level, owner)
-            if self._options.optimized_model_filepath:
-                from onnxexec.ir.export import save_model  # imports onnx: only when asked
-
-                save_model(self._optimized, self._options.optimized_model_filepath)
+            if options.optimized_model_filepath:  # imports onnx: only when asked
+                save_optimized(self._optimized, options.optimized_model_filepath, options)
             self._plan = plan_graph(self._optimized)
         threads.apply_pending()  # planning imported the kernels the model uses
         self._inputs = loaded.runtime_inputs()
@@ -136,12 +149,13 @@ class InferenceSession:
             owner.consumed or _replaced_bytes(loaded, self._optimized) > _KEEP_BYTES
         ):
             self._graph, self._source = None, path_or_bytes
+        log.info("Session initialized: %d nodes planned", len(self._optimized.nodes))
 
     @property
     def graph(self) -> Graph:
         """The graph as loaded (before optimization), re-read from the source if dropped."""
         if self._graph is None:
-            self._graph = load_graph(self._source)
+            self._graph = _load(self._source, self._options)
         return self._graph
 
     @property
@@ -181,22 +195,8 @@ class InferenceSession:
             custom_metadata_map=dict(m.get("custom_metadata_map", {})),
         )
 
-    def get_providers(self) -> list[str]:
-        return list(PROVIDERS)
-
-    def get_provider_options(self) -> dict[str, dict[str, str]]:
-        return {p: {} for p in PROVIDERS}
-
     def get_session_options(self) -> SessionOptions:
         return self._options
-
-    def set_providers(
-        self, providers: Sequence[Any] | None = None, provider_options: Sequence[Any] | None = None
-    ) -> None:
-        for p in providers or ():
-            name = p[0] if isinstance(p, tuple) else p
-            if name not in PROVIDERS:
-                raise ValueError(f"provider '{name}' is not available")
 
     def run(
         self,
@@ -212,11 +212,21 @@ class InferenceSession:
                     f"unknown output name(s) {bad}; the model's outputs are {list(self._out_index)}"
                 )
         feeds = self._check_feeds(input_feed)
-        if self._profiler is None:
-            results = execute(self._plan, feeds)
-        else:
-            with self._span("model_run"):
-                results = execute(self._plan, feeds, profiler=self._profiler)
+        watch = self._profiler
+        if run_options is not None:
+            if run_options.terminate:
+                raise RunTerminatedError(TERMINATED)
+            watch = RunWatch(run_options, self._profiler)
+        try:
+            if watch is None:
+                results = execute(self._plan, feeds)
+            else:
+                with self._span("model_run"):
+                    results = execute(self._plan, feeds, profiler=watch)
+        except NodeExecutionError as e:
+            if isinstance(e.__cause__, RunTerminatedError):
+                raise e.__cause__ from None
+            raise
         # numba may have come in with a kernel a handler imports when run (ml_scores'
         # kernels are serial: that first run did not depend on the count); a no-op after
         threads.apply_pending()
