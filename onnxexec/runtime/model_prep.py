@@ -40,9 +40,8 @@ from onnxexec.runtime.ortvalue import unwrap
 
 def check_path(model: Any) -> None:
     if isinstance(model, str | os.PathLike) and not Path(model).exists():
-        raise ModelFileNotFoundError(
-            f"Load model from {os.fspath(model)} failed. File doesn't exist"
-        )
+        path = os.fspath(model)
+        raise ModelFileNotFoundError(f"model file not found: {path}")
 
 
 def _proto(model: Any) -> tuple[Any, Path | None]:
