@@ -211,6 +211,10 @@ class InferenceSession(OrtSessionAPI):
                 raise InvalidFeedError(
                     f"unknown output name(s) {bad}; the model's outputs are {list(self._out_index)}"
                 )
+        if run_options is not None and run_options.active_adapters:
+            from onnxexec.runtime.adapters import adapter_feeds
+
+            input_feed = {**adapter_feeds(run_options.active_adapters), **input_feed}
         feeds = self._check_feeds(input_feed)
         watch = self._profiler
         if run_options is not None:

@@ -159,14 +159,15 @@ class OrtSessionAPI:
         return [None for _ in self.get_inputs()]  # type: ignore[attr-defined]
 
     def get_provider_graph_assignment_info(self) -> list[OrtEpAssignedSubgraph]:
-        """Each node of the session's graph as its own CPU subgraph (needs the session
-        config entry "session.record_ep_graph_assignment_info" = "1", as onnxruntime)."""
+        """Each node of the model as its own CPU subgraph (needs the session config
+        entry "session.record_ep_graph_assignment_info" = "1", as onnxruntime). The
+        model's nodes, not the fused ones they became: all of them run on the CPU."""
         if self._options.config_entries.get(RECORD_EP_ASSIGNMENT) != "1":
             raise Fail(
                 f"Session configuration entry '{RECORD_EP_ASSIGNMENT}' must be set to \"1\" "
                 "to retrieve EP graph assignment information."
             )
-        graph = self.optimized_graph  # type: ignore[attr-defined]
+        graph = self.graph  # type: ignore[attr-defined]
         return [
             OrtEpAssignedSubgraph(CPU, (OrtEpAssignedNode(n.name, n.domain, n.op_type),))
             for n in graph.nodes
