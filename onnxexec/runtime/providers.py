@@ -61,6 +61,7 @@ def check_and_normalize_provider_args(
     providers: Sequence[Any] | None,
     provider_options: Sequence[Any] | None,
     available_provider_names: Sequence[str],
+    _stacklevel: int = 2,
 ) -> tuple[list[str], list[dict[str, str]]]:
     """(names, option dicts) from `providers` given as names or (name, options) pairs and
     an optional parallel `provider_options` list. Raises ValueError on malformed
@@ -98,10 +99,12 @@ def check_and_normalize_provider_args(
             warnings.warn(
                 f"Specified provider '{name}' is not in available provider names."
                 f"Available providers: '{', '.join(available_provider_names)}'",
-                stacklevel=3,
+                stacklevel=_stacklevel,
             )
         if name in names:
-            warnings.warn(f"Duplicate provider '{name}' encountered, ignoring.", stacklevel=3)
+            warnings.warn(
+                f"Duplicate provider '{name}' encountered, ignoring.", stacklevel=_stacklevel
+            )
             continue
         names.append(name)
         options.append(opts)
@@ -118,7 +121,8 @@ def resolve_providers(
     Unknown names raise ConfigError("Unknown Provider Type: ...") unless `fallback`,
     in which case onnxruntime's "EP Error ... Falling back" warning is given.
     """
-    names, _ = check_and_normalize_provider_args(providers, provider_options, AVAILABLE)
+    # warnings point at the caller of InferenceSession() / set_providers()
+    names, _ = check_and_normalize_provider_args(providers, provider_options, AVAILABLE, 4)
     unknown = [n for n in names if n not in ALL_PROVIDERS]
     if unknown:
         msg = f"Unknown Provider Type: {unknown[0]}"
