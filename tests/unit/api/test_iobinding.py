@@ -7,6 +7,7 @@ import onnxruntime as ort
 import pytest
 
 import onnxexec
+from onnxexec.capi import onnxruntime_pybind11_state as C
 from tests.unit.api import models
 
 X = np.arange(6, dtype=np.float32).reshape(3, 2)
@@ -65,12 +66,10 @@ def test_clear_bindings_and_errors(session):
     session.run_with_iobinding(b)
     b.clear_binding_outputs()
     assert len(b.get_outputs()) == 0
-    with pytest.raises(onnxexec.capi.onnxruntime_pybind11_state.InvalidArgument):
+    with pytest.raises(C.InvalidArgument):
         session.run_with_iobinding(b)  # no output bound
     b.bind_ortvalue_output("Y", onnxexec.OrtValue.ortvalue_from_shape_and_type([2, 2], np.float32))
-    with pytest.raises(
-        onnxexec.capi.onnxruntime_pybind11_state.InvalidArgument, match="cannot hold"
-    ):
+    with pytest.raises(C.InvalidArgument, match="cannot hold"):
         session.run_with_iobinding(b)
     b.clear_binding_inputs()
     b.bind_output("Y")
