@@ -41,8 +41,6 @@ EXTRA = {
     "get_ep_devices": ("onnxexec.runtime.module_api", "get_ep_devices"),
     "OrtEpAssignedNode": ("onnxexec.runtime.session_api", "OrtEpAssignedNode"),
     "OrtEpAssignedSubgraph": ("onnxexec.runtime.session_api", "OrtEpAssignedSubgraph"),
-    "AdapterFormat": ("onnxexec.runtime.adapters", "AdapterFormat"),
-    "LoraAdapter": ("onnxexec.runtime.adapters", "LoraAdapter"),
 }
 
 PUBLIC = sorted({*ERRORS, *EXTRA, *_runtime.__all__})

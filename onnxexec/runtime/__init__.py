@@ -25,6 +25,8 @@ _LAZY = {
     "OrtValueVector": "onnxexec.runtime.ortvalue",
     "SparseTensor": "onnxexec.runtime.sparse",
     "IOBinding": "onnxexec.runtime.iobinding",
+    "AdapterFormat": "onnxexec.runtime.adapters",
+    "LoraAdapter": "onnxexec.runtime.adapters",
     "ExecutionOrder": _DEV,
     "OrtAllocatorType": _DEV,
     "OrtArenaCfg": _DEV,
