@@ -9,8 +9,8 @@ nodes with onnxruntime's error.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from onnxexec.runtime.ortvalue import OrtValue, OrtValueVector
 from onnxexec.runtime.providers import CPU, resolve_providers
 
 TERMINATED = "Exiting due to terminate flag being set to true."
+_NO_PROFILE = nullcontext()
 
 
 class RunWatch:
@@ -33,15 +34,11 @@ class RunWatch:
         self.run_options = run_options
         self.profiler = profiler
 
-    @contextmanager
-    def node(self, step: Any, vals: list[Any]) -> Iterator[None]:
+    def node(self, step: Any, vals: list[Any]) -> AbstractContextManager[Any]:
         if self.run_options.terminate:
             raise RunTerminatedError(TERMINATED)
-        if self.profiler is None:
-            yield
-        else:
-            with self.profiler.node(step, vals):
-                yield
+        # a shared no-op context when not profiling: this runs once per node
+        return _NO_PROFILE if self.profiler is None else self.profiler.node(step, vals)
 
 
 @dataclass(frozen=True)
