@@ -10,6 +10,7 @@ Python wrapper and the pybind object): `_ortvalue` and `_get_c_value()` return s
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -218,8 +219,17 @@ class OrtValue:
 
 
 def is_dlpack_uint8_tensor(capsule: Any) -> bool:
-    """True when the DLPack capsule holds uint8 data (onnxruntime's bool ambiguity check)."""
-    return bool(np.from_dlpack(_Capsule(capsule)).dtype == np.uint8)
+    """True when the DLPack capsule holds uint8 data (onnxruntime's bool ambiguity check).
+
+    Reads the DLTensor's dtype in place: consuming the capsule (np.from_dlpack renames
+    it "used_dltensor") would leave nothing for the from_dlpack call that follows.
+    """
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    ptr = get(capsule, b"dltensor")
+    # DLTensor: void* data; DLDevice {int32, int32}; int32 ndim; DLDataType {u8 code, u8 bits, u16}
+    code, bits = ctypes.string_at(ptr + 20, 2)
+    return code == 1 and bits == 8  # kDLUInt, 8 bits
 
 
 class OrtValueVector:

@@ -70,7 +70,11 @@ def test_dlpack_both_ways_without_copy():
         onnxexec.OrtValue.ortvalue_from_numpy(np.array([True, False]))
     )
     assert b.numpy().dtype == np.bool_
-    assert C.is_dlpack_uint8_tensor(np.arange(3, dtype=np.uint8).__dlpack__())
+    u8 = np.arange(3, dtype=np.uint8).__dlpack__()
+    assert C.is_dlpack_uint8_tensor(u8)
+    assert not C.is_dlpack_uint8_tensor(np.array([True]).__dlpack__())
+    # the check reads the capsule without consuming it
+    assert C.OrtValue.from_dlpack(u8, False).numpy().tolist() == [0, 1, 2]
 
 
 def test_run_with_ort_values_matches_onnxruntime():
