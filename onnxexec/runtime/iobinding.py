@@ -33,7 +33,7 @@ def array_at(ptr: int, element_type: Any, shape: Sequence[int]) -> np.ndarray:
     if count == 0:
         return np.empty(tuple(shape), dtype=dt)
     buf = (ctypes.c_char * (count * dt.itemsize)).from_address(int(ptr))
-    return np.frombuffer(buf, dtype=dt).reshape(tuple(shape))
+    return np.frombuffer(memoryview(buf).cast("B"), dtype=dt).reshape(tuple(shape))
 
 
 class IOBinding:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,7 @@ def _wants_model_config(options: SessionOptions) -> bool:
     )
 
 
-_CONVERT = {
+_CONVERT: dict[str, Callable[[Any], Any]] = {
     "intra_op_num_threads": int,
     "inter_op_num_threads": int,
     "execution_mode": lambda v: ExecutionMode(int(v)),
@@ -142,7 +143,7 @@ _CONVERT = {
 }
 
 
-def options_from_model(metadata: dict[str, Any], options: SessionOptions) -> SessionOptions:
+def options_from_model(metadata: Mapping[str, Any], options: SessionOptions) -> SessionOptions:
     """`options` updated with the model's "ort_config" session options, when asked for."""
     raw = dict(metadata.get("custom_metadata_map", {})).get("ort_config")
     if not raw or not _wants_model_config(options):

@@ -59,7 +59,7 @@ class OrtValue:
     def __init__(self, value: Any, numpy_obj: Any = None) -> None:
         if isinstance(value, OrtValue):
             value = value._value
-        self._value = value
+        self._value: Any = value
         self._keepalive = numpy_obj  # onnxruntime's second argument keeps the source alive
 
     # --- construction -------------------------------------------------------------
