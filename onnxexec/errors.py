@@ -102,7 +102,3 @@ class RunTerminatedError(OnnxExecError, Fail):
 class ConfigError(OnnxExecError, RuntimeError):
     """A session/run option or provider request onnxruntime refuses with RuntimeError
     (an unknown config key, an unknown provider name, a logger severity out of range)."""
-
-
-class SessionOptionsError(OnnxExecError, InvalidArgument):
-    """A SessionOptions value onnxruntime refuses at session creation."""
