@@ -1,9 +1,10 @@
 """`onnxexec as-onnxruntime -- python app.py ...`: run a program written for onnxruntime.
 
 The command runs in a child process whose PYTHONPATH starts with a folder holding a
-`sitecustomize.py` that installs onnxexec's import hook (onnxexec.as_onnxruntime), so
-`import onnxruntime` in the program, and in Python subprocesses it starts with the same
-environment, imports onnxexec. A program given as `app.py` is run with this Python.
+`sitecustomize.py` that installs onnxexec's import hook (onnxexec.as_onnxruntime), then
+runs any sitecustomize it shadows. `import onnxruntime` in the program, and in Python
+subprocesses it starts with the same environment, imports onnxexec. A program given as
+`app.py` is run with this Python.
 The exit code is the program's.
 """
 
@@ -19,9 +20,21 @@ import click
 
 _SITECUSTOMIZE = """\
 # written by `onnxexec as-onnxruntime`: make `import onnxruntime` import onnxexec
+import os
+import sys
+
 from onnxexec.as_onnxruntime import install
 
 install()
+# then run the sitecustomize this one shadows (a venv's or the system's), if any
+_here = os.path.dirname(os.path.abspath(__file__))
+for _entry in sys.path:
+    _cand = os.path.join(_entry or ".", "sitecustomize.py")
+    if os.path.abspath(os.path.dirname(_cand)) != _here and os.path.isfile(_cand):
+        with open(_cand) as _f:
+            _code = compile(_f.read(), _cand, "exec")
+        exec(_code, {"__name__": "sitecustomize", "__file__": _cand})
+        break
 """
 
 

@@ -109,6 +109,8 @@ class Profiler:
         if path is None:
             stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
             path = f"{self.prefix}_{stamp}.json"
+        # one event per line between "[" and "]", as onnxruntime writes its traces
+        # (tools that read them line by line rely on it); still one JSON document
         with open(path, "w") as f:
-            json.dump(self.events, f)
+            f.write("[\n" + ",\n".join(json.dumps(e) for e in self.events) + "\n]\n")
         return path

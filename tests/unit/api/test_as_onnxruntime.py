@@ -83,6 +83,30 @@ def test_cli_command_runs_a_program(tmp_path):
     assert failing.returncode == 3  # the program's exit code
 
 
+def test_cli_command_keeps_a_sitecustomize_it_shadows(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text("import builtins\nbuiltins.MARK = 'ran'\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    code = "import builtins, onnxruntime; print(builtins.MARK, 'onnxexec' in onnxruntime.get_build_info())"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "onnxexec.cli.main",
+            "as-onnxruntime",
+            "--",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["ran", "True"]
+
+
 def test_hook_maps_only_onnxruntimes_api_modules():
     finder = OnnxruntimeFinder()
     for name in ALIASES:

@@ -123,7 +123,10 @@ def test_profiling_start_time_and_onnxruntime_style_file(tmp_path):
         starts.append(s.get_profiling_start_time_ns())
         s.run(None, {"X": X})
         path = s.end_profiling()
-        events = json.loads(pathlib.Path(path).read_text())
+        text = pathlib.Path(path).read_text()
+        events = json.loads(text)
+        lines = text.splitlines()  # onnxruntime's layout: one event per line
+        assert lines[0] == "[" and lines[-1] == "]" and len(lines) == len(events) + 2
         assert {e["name"] for e in events} >= {
             "model_loading_uri",
             "session_initialization",
