@@ -10,7 +10,7 @@ import pytest
 
 from onnxexec.llm.graph import GraphOptions
 from onnxexec.llm.model import LLM
-from onnxexec.llm.perplexity import perplexity
+from onnxexec.llm.evaluation import perplexity
 from tests.unit.llm._tiny import Reference, write_tiny_gguf
 
 TEXT = (
