@@ -113,7 +113,7 @@ def test_install_and_test_commands_are_in_the_readme() -> None:
     """The other direction: .ci/run's README steps are the README's lines."""
     bash = "\n".join(body for _, body in _blocks("bash"))
     marked = CI_RUN.read_text().split("# --- README: ")[1:]
-    assert len(marked) == 2
+    assert len(marked) >= 2  # install and test
     for part in marked:
         command = part.splitlines()[1].strip()
         if command.startswith("python -m pytest"):
