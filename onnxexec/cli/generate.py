@@ -112,7 +112,7 @@ def generate_cmd(
     threads,
 ):
     """Generate text from PROMPT with a GGUF model, streaming it to stdout."""
-    from onnxexec.llm.generate import GenerationResult, stream
+    from onnxexec.llm.generation import GenerationResult, stream
 
     llm = _load(model, n_ctx, threads)
     params = _params(
@@ -177,7 +177,7 @@ def chat_cmd(
     """Interactive chat using the model's chat template; the KV cache is kept between
     turns so each turn evaluates only its new tokens. Empty line or EOF ends it."""
     from onnxexec.llm.chat import render_chat
-    from onnxexec.llm.generate import GenerationResult, stream
+    from onnxexec.llm.generation import GenerationResult, stream
 
     llm = _load(model, n_ctx, threads)
     params = _params(
@@ -220,7 +220,7 @@ def chat_cmd(
 @verbose_option
 def perplexity_cmd(model, text_file, n_ctx, threads):
     """Perplexity of MODEL on a text file, computed as llama.cpp's llama-perplexity."""
-    from onnxexec.llm.perplexity import perplexity
+    from onnxexec.llm.evaluation import perplexity
 
     path = Path(text_file)
     if not path.is_file():

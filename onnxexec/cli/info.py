@@ -9,6 +9,7 @@ import click
 from onnxexec.cli.common import verbose_option
 from onnxexec.ir.graph import Graph
 from onnxexec.ir.printer import format_graph
+from onnxexec.ir.types import TensorType
 
 
 def _count_ops(g: Graph, counts: Counter) -> None:
@@ -39,11 +40,11 @@ def describe_graph(g: Graph) -> list[str]:
     lines.append(f"opset imports: {opsets}")
     lines.append("inputs:")
     for v in g.runtime_inputs():
-        shape = v.type.shape_str() if hasattr(v.type, "shape_str") else ""
+        shape = v.type.shape_str() if isinstance(v.type, TensorType) else ""
         lines.append(f"  {v.name}: {v.type}{shape}")
     lines.append("outputs:")
     for v in g.outputs:
-        shape = v.type.shape_str() if hasattr(v.type, "shape_str") else ""
+        shape = v.type.shape_str() if isinstance(v.type, TensorType) else ""
         lines.append(f"  {v.name}: {v.type}{shape}")
     count, nbytes = g.parameter_count()
     lines.append(

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from onnxexec import __version__
-from onnxexec.cli.common import verbose_option
+from onnxexec.cli.common import debug_from_env, verbose_option
 
 
 class _Group(click.Group):
@@ -40,6 +40,7 @@ class _Group(click.Group):
 def cli(ctx: click.Context) -> None:
     """onnxexec: run and understand ONNX and GGUF models."""
     ctx.ensure_object(dict)
+    debug_from_env()
 
 
 def _register() -> None:

@@ -153,7 +153,10 @@ def run_cmd(
     else:
         click.echo(f"latency {ms[0]:.3f} ms", err=True)
     if output:
-        arrays = {n: v for n, v in zip(names, outs, strict=True) if isinstance(v, np.ndarray)}
+        # Any: np.savez's stub types **kwds as if a key could be its allow_pickle flag
+        arrays: dict[str, Any] = {
+            n: v for n, v in zip(names, outs, strict=True) if isinstance(v, np.ndarray)
+        }
         np.savez(output, **arrays)
         click.echo(f"saved {len(arrays)} output(s) to {output}", err=True)
     if profile and sess.profiler is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, SupportsInt, cast
 
 import numpy as np
 import onnx
@@ -79,13 +79,15 @@ def _schema_type(node: Node, name: str, opset: int | None) -> int | None:
     except Exception:  # unknown op (onnxexec's own, or not in this onnx version)
         return None
     a = schema.attributes.get(name)
-    return int(a.type) if a is not None else None
+    # onnx's stubs give OpSchema.AttrType no __int__; the pybind11 enum has one
+    return int(cast("SupportsInt", a.type)) if a is not None else None
 
 
 def _attribute(name: str, v: Any, declared: int | None, opsets: Mapping[str, int]):
     A = AttributeProto
     if type(v).__name__ == "AttrRef":
-        return helper.make_attribute_ref(name, declared or A.UNDEFINED)
+        kind = cast("AttributeProto.AttributeType", declared or A.UNDEFINED)
+        return helper.make_attribute_ref(name, kind)
     if isinstance(v, Graph):
         return helper.make_attribute(name, graph_proto(v, opsets))
     if isinstance(v, np.ndarray):

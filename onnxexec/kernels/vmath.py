@@ -11,8 +11,9 @@ and an integer shift, so loops over them compile to AVX2:
 - tanh: Eigen's generic_fast_tanh_float rational approximation, clamped at +-7.9.
 
 The exponent trick needs an int32 scratch row (`exp_row`); erf and tanh are scalar
-inline functions. Reference: tests/unit/kernels/test_vmath.py compares each with
-math.exp / math.erf / math.tanh.
+inline functions. Reference: test_vmath_against_math in
+tests/unit/kernels/test_fused_kernels.py compares each with math.exp / math.erf /
+math.tanh.
 """
 
 from __future__ import annotations

@@ -8,15 +8,18 @@ from onnxexec.llm.tokenizer import StreamDecoder, Tokenizer, load_tokenizer
 
 # The model side pulls in the numba kernels: imported on first use, so that
 # `from onnxexec.llm import load_tokenizer` stays light.
+# No submodule may be named after a name exported here: importing it would bind the
+# package attribute to the module (generate and perplexity live in generation.py
+# and evaluation.py for that reason).
 _LAZY = {
     "LLM": "onnxexec.llm.model",
     "GraphOptions": "onnxexec.llm.graph",
     "ModelConfig": "onnxexec.llm.config",
-    "GenerationResult": "onnxexec.llm.generate",
-    "generate": "onnxexec.llm.generate",
-    "stream": "onnxexec.llm.generate",
+    "GenerationResult": "onnxexec.llm.generation",
+    "generate": "onnxexec.llm.generation",
+    "stream": "onnxexec.llm.generation",
     "SamplingParams": "onnxexec.llm.sampler",
-    "perplexity": "onnxexec.llm.perplexity",
+    "perplexity": "onnxexec.llm.evaluation",
 }
 
 

@@ -1,4 +1,4 @@
-"""Fused decoder-layer ops ('onnxexec' domain), made by ir/passes/fuse_llm.py from the
+"""Fused decoder-layer ops ('onnxexec' domain), made by llm/fusion.py from the
 graphs of llm/graph.py. Each computes exactly what the chain it replaces computes
 (ops/llm.py), bit for bit:
 

@@ -1,8 +1,10 @@
 """The package's shape: module size budget and the one-way dependency rule.
 
 STYLE.md: modules stay small (CI fails one over 600 lines) and dependencies point one
-way, cli -> llm/runtime -> ops -> kernels, with loaders producing only IR. These checks
-read the source with `ast`, so they import nothing and take milliseconds.
+way, cli -> llm/runtime -> ops -> kernels, with loaders producing only IR. Every
+subpackage and top-level module of onnxexec has a rule, so a new one must be placed in
+the order before it can land. These checks read the source with `ast`, so they import
+nothing and take milliseconds.
 """
 
 from __future__ import annotations
@@ -16,17 +18,34 @@ import pytest
 PKG = Path(__file__).resolve().parents[2] / "onnxexec"
 MAX_LINES = 600
 
-# subpackage -> onnxexec subpackages it may import (its own is always allowed).
+# layer -> onnxexec modules it may import (its own subpackage is always allowed). A layer
+# is a subpackage (`ops`), `ir.passes`, or a top-level module by name (`errors`).
 # `ir/passes` is the optimizer: constant folding runs op handlers and fusions name the
 # kernels they lower to, so it sits above ops; the IR core below it imports neither.
+BOTTOM = {"errors"}  # the exception classes every layer raises
+TOOLS = {"conformance", "benchmark", "as_onnxruntime"}  # what CLI commands wrap
 ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
     "kernels": set(),
-    "ops": {"ir", "kernels", "errors"},
-    "ir": {"errors"},
-    "ir.passes": {"ir", "ops", "kernels", "errors"},
+    "ops": {"ir", "kernels", *BOTTOM},
+    "ir": {*BOTTOM},
+    "ir.passes": {"ir", "ops", "kernels", *BOTTOM},
     # ggml_types reads the quant block tables (kernels/qtypes.py is data, no numba)
-    "loaders": {"ir", "errors", "kernels.qtypes"},
-    "runtime": {"ir", "loaders", "ops", "kernels", "errors"},
+    "loaders": {"ir", "kernels.qtypes", *BOTTOM},
+    "runtime": {"ir", "loaders", "ops", "kernels", *BOTTOM},
+    # LLMs are IR graphs planned and run by the runtime, with their own fused kernels
+    "llm": {"runtime", "ops", "kernels", "ir", "loaders", *BOTTOM},
+    # tools above the runtime, reached from the CLI
+    "conformance": {"runtime", "ir", "loaders", *BOTTOM},
+    "benchmark": {"runtime", "llm", "ops", "ir", "loaders", *BOTTOM},
+    # the command line sits on top; it reaches kernels and ops only through the runtime
+    "cli": {*TOOLS, "llm", "runtime", "ir", "loaders", "__version__", *BOTTOM},
+    # the onnxruntime-compatible facades: the package root, its backend, `capi`
+    "__init__": {"runtime", *BOTTOM},
+    "backend": {"runtime", *BOTTOM},
+    "capi": {"runtime", *BOTTOM},
+    "as_onnxruntime": {"runtime", "capi", *BOTTOM},
+    "__main__": {"cli"},
 }
 
 
@@ -38,7 +57,7 @@ def _layer(path: Path) -> str:
     parts = path.relative_to(PKG).parts
     if parts[:2] == ("ir", "passes"):
         return "ir.passes"
-    return parts[0] if len(parts) > 1 else ""
+    return parts[0] if len(parts) > 1 else path.stem
 
 
 def _onnxexec_imports(path: Path) -> set[str]:
@@ -60,6 +79,19 @@ def _allowed(layer: str, target: str) -> bool:
     if target == own or target.startswith(own + "."):
         return layer != "ir" or not target.startswith("ir.passes")
     return any(target == a or target.startswith(a + ".") for a in ALLOWED[layer])
+
+
+def test_every_layer_has_a_rule() -> None:
+    """A new subpackage or top-level module must say what it may import."""
+    missing = sorted({_layer(p) for p in _modules()} - set(ALLOWED))
+    assert not missing, f"add these to ALLOWED: {missing}"
+
+
+def test_nothing_imports_upward_into_the_cli() -> None:
+    """Only the entry point imports the CLI (the rule of every other layer says so too;
+    this names the intent)."""
+    users = {layer for layer, allowed in ALLOWED.items() if "cli" in allowed}
+    assert users == {"__main__"}
 
 
 def test_modules_within_line_budget() -> None:
@@ -111,3 +143,8 @@ def test_checker_sees_a_violation() -> None:
     assert _allowed("ir.passes", "ops.registry")
     assert _allowed("loaders", "kernels.qtypes")
     assert not _allowed("loaders", "kernels.q4")
+    assert not _allowed("runtime", "llm.model")
+    assert not _allowed("cli", "kernels.parallel")
+    assert not _allowed("errors", "ir.graph")
+    assert _layer(PKG / "errors.py") == "errors"
+    assert _layer(PKG / "ir" / "passes" / "dce.py") == "ir.passes"

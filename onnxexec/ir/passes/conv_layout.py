@@ -43,11 +43,13 @@ def _wants_taps(n: Node, facts: dict, ed: GraphEditor) -> bool:
     rows = isinstance(oh, int) and use_rows(cg, m // group, oh * ow, kh, kw)
     if rows or use_taps(cg, ow, kh, kw):
         return True
-    hw = x.shape[2:] if x.shape is not None and len(x.shape) == 4 else (None, None)
+    ih, iw = x.shape[2:] if x.shape is not None and len(x.shape) == 4 else (None, None)
     strides = n.attrs.get("strides") or (1, 1)
-    if not all(isinstance(v, int) for v in (*hw, *strides)) or len(strides) != 2:
+    if not (isinstance(ih, int) and isinstance(iw, int)) or len(strides) != 2:
         return False
-    return use_direct(cg, kh, kw, strides[0], strides[1], hw[0], hw[1])
+    if not all(isinstance(v, int) for v in strides):
+        return False
+    return use_direct(cg, kh, kw, strides[0], strides[1], ih, iw)
 
 
 def conv_layout(g: Graph) -> Graph:

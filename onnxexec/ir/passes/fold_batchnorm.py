@@ -28,10 +28,11 @@ def fold_batchnorm(g: Graph) -> Graph:
         if bn.attrs.get("training_mode", 0) or bn.attrs.get("spatial", 1) != 1:
             continue
         w = ed.const(conv.inputs[1])
-        params = [ed.const(i) for i in bn.inputs[1:]]
+        found = [ed.const(i) for i in bn.inputs[1:]]
+        params = [p for p in found if p is not None]
         b = ed.const(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] else None
         has_b = len(conv.inputs) > 2 and bool(conv.inputs[2])
-        if w is None or any(p is None for p in params) or (has_b and b is None):
+        if w is None or len(params) != len(found) or (has_b and b is None):
             continue
         if w.dtype.kind != "f" or any(p.dtype != w.dtype for p in params):
             continue

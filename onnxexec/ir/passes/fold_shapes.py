@@ -72,8 +72,9 @@ def fold_shapes(g: Graph) -> Graph:
             or any(True for _ in n.subgraphs())
         ):
             continue
-        outs = [facts.get(o) for o in n.outputs if o]
-        if outs and all(f is not None for f in outs):
+        found = [facts.get(o) for o in n.outputs if o]
+        outs = [f for f in found if f is not None]
+        if outs and len(outs) == len(found):
             values = [_known_output(f) for f in outs]
             if all(v is not None for v in values) and not all(
                 ed.const(i) is not None for i in n.inputs if i

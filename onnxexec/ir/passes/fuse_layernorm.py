@@ -59,7 +59,7 @@ def _inv_std(
     """From ReduceMean(d^2): Add(eps) -> Sqrt, then the node computing d / sqrt(...)."""
     add = only_consumer(ed, var_mean.outputs[0], "Add")
     s = scalar_operand(ed, add) if add is not None else None
-    if s is None or s[0] != var_mean.outputs[0]:
+    if add is None or s is None or s[0] != var_mean.outputs[0]:
         return None
     sq = only_consumer(ed, add.outputs[0], "Sqrt")
     if sq is None:
@@ -119,7 +119,7 @@ def _decomposed(ed: GraphEditor, facts, n: Node) -> tuple[list[Node], Node, tupl
     width = xf.shape[-1] if xf is not None and xf.shape else None
     sub = ed.producer_op(base, "Sub")
     mean = _last_axis_mean(ed, facts, sub.inputs[1]) if sub is not None else None
-    if mean is not None and mean.inputs[0] == sub.inputs[0]:
+    if mean is not None and sub is not None and mean.inputs[0] == sub.inputs[0]:
         x, rms, head = sub.inputs[0], False, [mean, sub]
     else:
         x, rms, head = base, True, []
@@ -128,7 +128,7 @@ def _decomposed(ed: GraphEditor, facts, n: Node) -> tuple[list[Node], Node, tupl
         return None
     mid, normed, eps = m
     tail, last, scale, bias = _affine(ed, normed.outputs[0], width)
-    if scale is None or (rms and bias is not None):
+    if scale is None or last is None or (rms and bias is not None):
         return None
     nodes = [*head, sq_node, n, *mid, *tail]
     if rms:

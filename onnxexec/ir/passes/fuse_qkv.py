@@ -70,11 +70,11 @@ def fuse_qkv(g: Graph) -> Graph:
         if len(group) < 2 or len(k) != 1 or not ed.claim(group):
             continue
         ws = [weights[id(n)] for n in group]
-        w = ed.add_const(f"{group[0].inputs[1]}__group", np.ascontiguousarray(np.hstack(ws)))
-        ins = [group[0].inputs[0], w]
+        w_name = ed.add_const(f"{group[0].inputs[1]}__group", np.ascontiguousarray(np.hstack(ws)))
+        ins = [group[0].inputs[0], w_name]
         if any(len(n.inputs) > 2 and n.inputs[2] for n in group):
             parts = [
-                ed.const(n.inputs[2]).reshape(-1)
+                ed.inits[n.inputs[2]].reshape(-1)  # a float32 constant: _weight checked it
                 if len(n.inputs) > 2 and n.inputs[2]
                 else np.zeros(ws[i].shape[1], np.float32)
                 for i, n in enumerate(group)

@@ -48,7 +48,7 @@ def _rotated(ed: GraphEditor, facts: dict[str, Facts], rot: str) -> tuple[str, l
     neg = ed.producer_op(cat.inputs[0], "Neg")
     s2 = ed.producer_op(neg.inputs[0], "Slice") if neg is not None else None
     s1 = ed.producer_op(cat.inputs[1], "Slice")
-    if s1 is None or s2 is None or s1.inputs[0] != s2.inputs[0]:
+    if s1 is None or s2 is None or neg is None or s1.inputs[0] != s2.inputs[0]:
         return None
     x = s1.inputs[0]
     fx = facts.get(x)
@@ -95,7 +95,7 @@ def fuse_rope(g: Graph) -> Graph:
             fy, fx = facts.get(add.outputs[0]), facts.get(x)
             if not all(is_float32(facts, v) for v in (x, cos, sin, add.outputs[0])):
                 continue
-            if fy is None or fy.shape != fx.shape:
+            if fy is None or fx is None or fy.shape != fx.shape:
                 continue
             pattern = [*nodes, m1, m2, add]
             if not ed.private(pattern, add) or not ed.claim(pattern):

@@ -146,7 +146,7 @@ def inline_functions(g: Graph, functions: dict | None = None) -> Graph:
         else:
             nodes.append(n)
     return Graph(
-        nodes,
+        tuple(nodes),
         g.inputs,
         g.outputs,
         g.initializers,

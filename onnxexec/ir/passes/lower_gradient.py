@@ -49,9 +49,9 @@ def _lower(g: Graph, node: Node) -> Node:
     if y not in names:
         names.append(y)
     forward = Graph(
-        nodes=nodes,
-        inputs=[ValueInfo(v) for v in (*xs, *zs)],
-        outputs=[ValueInfo(v) for v in names],
+        nodes=tuple(nodes),
+        inputs=tuple(ValueInfo(v) for v in (*xs, *zs)),
+        outputs=tuple(ValueInfo(v) for v in names),
         opset_imports=g.opset_imports,
         functions=g.functions,
         name=f"{node.label}/forward",
@@ -64,10 +64,10 @@ def lower_gradient(g: Graph) -> Graph:
     """`g` with every training-domain Gradient node lowered; `g` itself when there is none."""
     if not any(n.op_type == "Gradient" and n.domain == TRAINING_DOMAIN for n in g.nodes):
         return g
-    nodes = [
+    nodes = tuple(
         _lower(g, n) if n.op_type == "Gradient" and n.domain == TRAINING_DOMAIN else n
         for n in g.nodes
-    ]
+    )
     return Graph(
         nodes,
         g.inputs,

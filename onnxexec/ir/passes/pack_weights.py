@@ -144,29 +144,30 @@ def pack_weights(g: Graph) -> Graph:
             dst = _writable_bytes(src, uses)
             if dst is not None:
                 in_place.append((i, dst))
-    packed: list[np.ndarray | None] = [None] * len(todo)
+    packed: dict[int, np.ndarray] = {}  # index in todo -> packed weight
     # Two threads (numpy's copy releases the GIL): for a copy most of the cost is the
     # first touch of its fresh pages, which ran 0.4 GB/s on one thread of this VM and
     # twice that on two.
     with ThreadPoolExecutor(min(2, os.cpu_count() or 1)) as ex:
-        if in_place:
+        if in_place and owner is not None:  # (in_place is empty without an owner)
             scratch = np.empty(max(todo[i][1][0].size for i, _ in in_place), np.float32)
             owner.consumed += len(in_place)
             try:
                 for i, dst in in_place:
                     src, trans = todo[i][1]
-                    packed[i] = sgemm_packed.pack_in_place(dst, src, trans, scratch, nr, ex)
-                    packed[i].flags.writeable = False
+                    wp = sgemm_packed.pack_in_place(dst, src, trans, scratch, nr, ex)
+                    wp.flags.writeable = False
+                    packed[i] = wp
             except Exception as e:
                 # the pipeline skips a pass that fails, but `g` is no longer intact
                 raise WeightsSpentError(f"packing weights in place failed: {e}") from e
             del scratch
-        rest = [i for i, p in enumerate(packed) if p is None]
+        rest = [i for i in range(len(todo)) if i not in packed]
         copies = ex.map(lambda i: sgemm_packed.pack(_as_kn(*todo[i][1])), rest)
         for i, wp in zip(rest, copies, strict=True):
             packed[i] = wp
-    for (n, (src, trans)), wp in zip(todo, packed, strict=True):
-        name = ed.add_const(f"{n.inputs[1]}__packed{nr}", wp)
+    for i, (n, (src, trans)) in enumerate(todo):
+        name = ed.add_const(f"{n.inputs[1]}__packed{nr}", packed[i])
         ed.inits.pop(n.inputs[1], None)
         attrs = dict(n.attrs, packed=int(src.shape[0] if trans else src.shape[1]))
         if n.op_type == "FusedMatMul":

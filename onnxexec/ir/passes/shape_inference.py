@@ -112,9 +112,9 @@ def infer_shapes(g: Graph, outer: dict[str, Facts] | None = None) -> dict[str, F
                 outs = fn(n, ins)
             except (ValueError, IndexError, TypeError, KeyError, ZeroDivisionError):
                 outs = []  # an inconsistent corner: leave it unknown, the run will report it
-        for k, o in enumerate(n.outputs):
+        for j, o in enumerate(n.outputs):
             if o:
-                facts[o] = outs[k] if k < len(outs) else Facts()
+                facts[o] = outs[j] if j < len(outs) else Facts()
     return facts
 
 

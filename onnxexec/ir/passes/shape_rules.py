@@ -97,8 +97,8 @@ def _binary(n, ins):
 
 
 def _bcast_all(ins: list[Facts]) -> tuple[Dim, ...] | None:
-    shapes = [f.shape for f in ins]
-    if any(s is None for s in shapes) or not shapes:
+    shapes = [f.shape for f in ins if f.shape is not None]
+    if len(shapes) != len(ins) or not shapes:
         return None
     return symdim.broadcast_shapes(*shapes)
 
@@ -269,7 +269,7 @@ def reshape_target(
     in_shape: tuple[Dim, ...] | None, target: tuple[Dim, ...], allowzero: int = 0
 ) -> tuple[Dim, ...] | None:
     """Output shape of Reshape (0 copies the input dim unless allowzero, -1 is inferred)."""
-    out: list[Dim | None] = []
+    out: list[Dim] = []
     for i, d in enumerate(target):
         if d == 0 and not allowzero:
             if in_shape is None or i >= len(in_shape):

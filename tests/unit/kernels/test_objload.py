@@ -357,7 +357,7 @@ def _conv_model(path: Path) -> None:
 def test_conv_session_runs_without_numba(tmp_path: Path) -> None:
     """A convolution network's kernels, the pool's native jobs (cfunc addresses) and
     its intrinsics included, run from records in the second process."""
-    import onnxruntime as ort
+    ort = pytest.importorskip("onnxruntime")
 
     model = tmp_path / "convnet.onnx"
     _conv_model(model)

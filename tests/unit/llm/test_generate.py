@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnxexec.llm.generate import GenerationResult, generate, stream
+from onnxexec.llm.generation import GenerationResult, generate, stream
 from onnxexec.llm.model import LLM
 from onnxexec.llm.sampler import SamplingParams
 from onnxexec.llm.tokenizer import load_tokenizer

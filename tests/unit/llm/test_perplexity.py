@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
+from onnxexec.llm.evaluation import perplexity
 from onnxexec.llm.graph import GraphOptions
 from onnxexec.llm.model import LLM
-from onnxexec.llm.perplexity import perplexity
 from tests.unit.llm._tiny import Reference, write_tiny_gguf
 
 TEXT = (

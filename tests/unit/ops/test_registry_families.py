@@ -138,7 +138,7 @@ def test_gguf_generate_imports_no_onnx_and_no_onnx_op_family(tmp_path):
         "from onnxexec.ops import registry\n"
         "if sys.argv[-1] == 'full': registry._ensure_loaded()\n"
         "from onnxexec.llm.model import LLM\n"
-        "from onnxexec.llm.generate import generate\n"
+        "from onnxexec.llm.generation import generate\n"
         "from onnxexec.llm.sampler import SamplingParams\n"
         f"llm = LLM({str(path)!r}, n_ctx=32, threads=1)\n"
         "r = generate(llm, 'the cat', max_tokens=4, params=SamplingParams(temperature=0))\n"

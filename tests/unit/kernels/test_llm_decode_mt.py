@@ -11,7 +11,7 @@ from onnxexec.kernels import llm_decode as kd
 from onnxexec.kernels import llm_decode_mt as mt
 from onnxexec.kernels import qtypes as q
 from onnxexec.ops import llm_decode as od
-from tests.unit.test_llm_decode import DH, HKV, _bits, _weight
+from tests.unit.ops.test_llm_decode import DH, HKV, _bits, _weight
 
 D, F, H = 256, 512, 8  # 8 query heads over 2 KV heads: 4 per group
 
