@@ -50,7 +50,7 @@ _kernels: list[_Lazy] = []
 _late: list[tuple[str, Any]] = []
 CFUNC_KEY = ("cfunc",)
 _thread_hint = 1
-_SUBMODULES = frozenset({"argkey", "elf", "numba_rt", "store"})
+_SUBMODULES = frozenset({"argkey", "elf", "inventory", "numba_rt", "store"})
 
 
 def enabled() -> bool:
