@@ -38,7 +38,8 @@ def info_cmd() -> None:
     for c in s.configs:
         mark = "current" if c.current else "other configuration"
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(c.by_kind.items()))
-        click.echo(f"  {c.kind}/{c.name} ({mark}): {c.files} files, {_size(c.size)}; {kinds}")
+        files = f"{c.files} file" + ("" if c.files == 1 else "s")
+        click.echo(f"  {c.kind}/{c.name} ({mark}): {files}, {_size(c.size)}; {kinds}")
         if c.config:
             cfg = c.config
             click.echo(

@@ -52,7 +52,7 @@ def test_info_lists_entries_per_configuration(home: Path) -> None:
     current = next(ln for ln in lines if f"objload/{store.stamp()} (current)" in ln)
     assert "4 files" in current
     assert "1 cfunc, 2 kernel, 1 numba-only" in current
-    assert any("objload/" + "0" * 20 + " (other configuration): 1 files" in ln for ln in lines)
+    assert any("objload/" + "0" * 20 + " (other configuration): 1 file," in ln for ln in lines)
     assert any("(current): 2 files, 30 B; 1 nbc, 1 nbi" in ln for ln in lines)
 
 
