@@ -1,25 +1,35 @@
 """numba kernels; one module per kernel family.
 
-Importing this package adjusts numba's caching and five of its internals, each guarded
-(skipped when this numba lacks what it patches) and tested in a subprocess
-(tests/unit/kernels/test_numba_setup.py):
-- cached kernels are dropped when any kernel source changed (`_drop_stale_caches`);
-- numba's runtime functions load from cached object code (`_nrt_from_object_cache`);
+When numba is imported (by the first kernel that has no record, never by importing
+this package's modules that use kernels/objload), onnxexec points numba's cache at
+the per-user store (`_numba_cache_in_store`: `<store>/numba/<sources>-<isa>`, see
+kernels/cachedir.py), through numba's public `numba.config.CACHE_DIR`. The folder is
+named by a digest of every kernels/*.py: numba checks a cached function against its
+own file only, but a kernel embeds the code of the jitted functions it calls, so an
+edit of a callee must not reuse its caller's cache. A changed source is a new folder;
+nothing is deleted, so no process can remove what another one compiled.
+
+Four patches of numba internals remain, each pinned to the numba / llvmlite versions
+in pyproject.toml and listed in `NUMBA_PATCHES`; tests/unit/kernels/test_numba_setup.py
+fails when one of their attributes is missing (here, a missing one is logged as a
+warning and its patch skipped: the kernels still run, only slower or bigger):
+- a kernel library keeps its object code for kernels/objload (`_keep_object_code`):
+  there is no public way to get a cached library's object code back, and objload's
+  records are made from it;
 - a cached kernel loads without the compiler's registries (`_load_without_refresh`);
 - its linking IR stays bitcode until a compile needs it (`_parse_linking_ir_on_demand`);
-- a kernel library keeps its object code for kernels/objload (`_keep_object_code`),
-  and importing numba turns objload's LazyKernels into numba dispatchers;
 - numba learns BLAS exists without importing scipy.linalg (below).
+Importing numba also turns objload's LazyKernels into numba dispatchers.
 
 The BLAS check: numba's CPU target imports `numba.np.arraymath` on its first compile
-(and, without the first patch, on its first cached-kernel load), and that module's top
-level runs `_check_blas()`, which imports `scipy.linalg.cython_blas` only to learn
-whether it could: about 0.1-0.5 s and 16-29 MB (measured here) in every process, before
-any kernel runs. The answer (`_HAVE_BLAS`) only picks np.convolve/np.correlate's inner
-product; np.dot and np.linalg still call numba's real `ensure_blas` when they are
-compiled, and numba's runtime imports the BLAS pointers it needs when such code runs. So
-the check is answered from whether scipy is installed at all (`find_spec` imports
-nothing) and scipy.linalg loads only for code that uses it.
+(and, without `_load_without_refresh`, on its first cached-kernel load), and that
+module's top level runs `_check_blas()`, which imports `scipy.linalg.cython_blas` only
+to learn whether it could: about 0.1-0.5 s and 16-29 MB (measured here) in every
+process, before any kernel runs. The answer (`_HAVE_BLAS`) only picks
+np.convolve/np.correlate's inner product; np.dot and np.linalg still call numba's real
+`ensure_blas` when they are compiled, and numba's runtime imports the BLAS pointers it
+needs when such code runs. So the check is answered from whether scipy is installed at
+all (`find_spec` imports nothing) and scipy.linalg loads only for code that uses it.
 """
 
 from __future__ import annotations
@@ -29,11 +39,48 @@ import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
+
+log = logging.getLogger(__name__)
+
+# (module, class or None, attributes) each patch below relies on; numba 0.68 / llvmlite
+# 0.50 as pinned in pyproject.toml. tests/unit/kernels/test_numba_setup.py checks them.
+NUMBA_PATCHES: Final = {
+    "_keep_object_code": ("numba.core.codegen", "CPUCodeLibrary",
+                          ("_unserialize", "_object_compiled_hook")),
+    "_parse_linking_ir_on_demand": ("numba.core.codegen", "CPUCodeLibrary",
+                                    ("_unserialize", "_get_module_for_linking")),
+    "_load_without_refresh": ("numba.core.caching", "Cache",
+                              ("_load_overload", "_guard_against_spurious_io_errors")),
+    "_arraymath_with_presence_check": ("numba.np.linalg", None, ("ensure_blas",)),
+}  # fmt: skip
+
+
+def missing_patch_targets(patch: str) -> list[str]:
+    """The attributes patch `patch` needs that this numba lacks (imports numba)."""
+    import importlib
+
+    module_name, cls_name, attrs = NUMBA_PATCHES[patch]
+    target: Any = importlib.import_module(module_name)
+    if cls_name is not None:
+        target = getattr(target, cls_name, None)
+        if target is None:
+            return [f"{module_name}.{cls_name}"]
+    where = f"{module_name}.{cls_name}" if cls_name else module_name
+    return [f"{where}.{a}" for a in attrs if not hasattr(target, a)]
+
+
+def _targets_present(patch: str, target: Any) -> bool:
+    missing = [a for a in NUMBA_PATCHES[patch][2] if not hasattr(target, a)]
+    if missing:
+        log.warning("onnxexec: numba lacks %s; %s skipped (see pyproject's numba pin)",
+                    ", ".join(missing), patch)  # fmt: skip
+    return not missing
 
 
 def _scipy_installed() -> None:
@@ -100,6 +147,9 @@ def _arraymath_with_presence_check(run: Callable[[ModuleType], None], module: Mo
     `ensure_blas` is back in place once the module has run."""
     import numba.np.linalg as nplinalg
 
+    if not _targets_present("_arraymath_with_presence_check", nplinalg):
+        run(module)
+        return
     real = nplinalg.ensure_blas
     nplinalg.ensure_blas = _scipy_installed
     try:
@@ -125,8 +175,7 @@ def _parse_linking_ir_on_demand(codegen: ModuleType) -> None:
     numba internals: skipped when this numba's library class lacks them.
     """
     lib_cls = getattr(codegen, "CPUCodeLibrary", None)
-    needed = ("_unserialize", "_get_module_for_linking")
-    if lib_cls is None or not all(hasattr(lib_cls, a) for a in needed):
+    if not _targets_present("_parse_linking_ir_on_demand", lib_cls):
         return
     if getattr(lib_cls, "_onnxexec_lazy_ir", False):
         return
@@ -170,8 +219,7 @@ def _keep_object_code(codegen: ModuleType) -> None:
     numba's library class lacks them.
     """
     lib_cls = getattr(codegen, "CPUCodeLibrary", None)
-    needed = ("_unserialize", "_object_compiled_hook")
-    if lib_cls is None or not all(hasattr(lib_cls, a) for a in needed):
+    if not _targets_present("_keep_object_code", lib_cls):
         return
     if getattr(lib_cls, "_onnxexec_keeps_object", False):
         return
@@ -212,11 +260,9 @@ def _load_without_refresh(caching: ModuleType) -> None:
     refreshes everything first (numba's CompilerBase does so on construction).
     """
     cache_cls = getattr(caching, "Cache", None)
-    if cache_cls is None or not hasattr(cache_cls, "_load_overload"):
+    if not _targets_present("_load_without_refresh", cache_cls):
         return
     if getattr(cache_cls, "_onnxexec_no_refresh", False):
-        return
-    if not hasattr(cache_cls, "_guard_against_spurious_io_errors"):
         return
     from numba.core.runtime import rtsys
 
@@ -232,73 +278,6 @@ def _load_without_refresh(caching: ModuleType) -> None:
 _when_imported("numba.core.caching", _load_without_refresh)
 
 
-def _nrt_from_object_cache(nrtdynmod: ModuleType) -> None:
-    """Load numba's runtime functions (NRT) from object code cached on disk.
-
-    Every process that runs a kernel first compiles the NRT module (atomic refcount
-    helpers numba's allocations call) with LLVM's full optimization pipeline: that
-    first compile of the process sets up the pass managers and costs ~30 MB of RSS and
-    ~30 ms, before any kernel is even loaded. Our kernels come from numba's cache as
-    object code, so nothing else in a warm process runs the optimizer. Here the NRT
-    library is cached the same way, where numba keeps ours (NUMBA_CACHE_DIR or
-    kernels/__pycache__), under a key of the module's IR text and the codegen's magic
-    tuple (target triple, CPU name, features: what numba keys its caches on), and
-    loaded with `unserialize_library` like a cached kernel (measured: +10 MB instead of
-    +30 MB). Any failure falls back to compiling.
-    """
-    compile_nrt = getattr(nrtdynmod, "compile_nrt_functions", None)
-    create = getattr(nrtdynmod, "create_nrt_module", None)
-    if compile_nrt is None or create is None or getattr(compile_nrt, "_onnxexec", False):
-        return
-
-    def compile_nrt_functions(ctx):  # type: ignore[no-untyped-def]
-        try:
-            return _cached_nrt(ctx, create)
-        except Exception:  # a cache problem must never stop a kernel from loading
-            return compile_nrt(ctx)
-
-    compile_nrt_functions._onnxexec = True  # type: ignore[attr-defined]
-    nrtdynmod.compile_nrt_functions = compile_nrt_functions
-
-
-def _cached_nrt(ctx: Any, create: Callable[[Any], Any]) -> Any:
-    import pickle
-    import tempfile
-
-    import llvmlite
-    import numba
-
-    ir_mod, library = create(ctx)
-    codegen = ctx.codegen()
-    key = repr((str(ir_mod), codegen.magic_tuple(), numba.__version__, llvmlite.__version__))
-    folder = numba.config.CACHE_DIR or os.path.join(os.path.dirname(__file__), "__pycache__")
-    path = os.path.join(folder, f"nrt-{hashlib.sha256(key.encode()).hexdigest()[:24]}.pkl")
-    try:
-        with open(path, "rb") as f:
-            return codegen.unserialize_library(pickle.load(f))
-    except (OSError, EOFError, pickle.UnpicklingError):
-        pass
-    library.enable_object_caching()
-    library.add_ir_module(ir_mod)
-    library.finalize()
-    try:
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    except OSError:
-        return library  # read-only install: compile every time, as numba does
-    try:
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(library.serialize_using_object_code(), f)
-        os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return library
-
-
-_when_imported("numba.core.runtime.nrtdynmod", _nrt_from_object_cache)
-
-
 @functools.cache
 def sources_digest() -> str:
     """sha256 of every kernels/*.py: what a compiled kernel's code depends on."""
@@ -311,54 +290,30 @@ def sources_digest() -> str:
     return digest.hexdigest()
 
 
-def _drop_stale_caches(caching: ModuleType) -> None:
-    """Delete this package's numba cache files when any kernel module's source changed.
-
-    numba checks a cached function against its own file's timestamp only, but a kernel
-    that calls another jitted function has the callee's code compiled into it: after
-    an edit or an upgrade that changed a callee (a packed-GEMM micro-kernel, say) and
-    not its caller's file, the caller would keep running the old callee, e.g. reading
-    a weight in the previous packed layout (seen here: wrong products after a merge).
-    So one digest of every kernels/*.py is kept beside the cache files, and a
-    mismatch clears them all once; numba then recompiles on first use. Hashing the
-    sources costs ~2 ms per process that loads numba.
-    """
-
-    folder = os.path.dirname(os.path.abspath(__file__))
-    stamp = sources_digest()
-    caches = [os.path.join(folder, "__pycache__")]
-    config = sys.modules.get("numba.core.config")
-    locator = getattr(caching, "_UserProvidedCacheLocator", None)
-    if getattr(config, "CACHE_DIR", "") and hasattr(locator, "get_suitable_cache_subpath"):
-        sub = locator.get_suitable_cache_subpath(os.path.join(folder, "__init__.py"))
-        caches.append(os.path.join(config.CACHE_DIR, sub))
-    for cache in caches:
-        _clear_if_changed(cache, stamp)
+_private_cache: list[str] = []
 
 
-def _clear_if_changed(cache: str, stamp: str) -> None:
+def _numba_cache_in_store(numba: ModuleType) -> None:
+    """numba caches (this process's later njit(cache=True) functions, onnxexec's
+    kernels among them) in `<store>/numba/<sources>-<isa>`, via numba's documented
+    config.CACHE_DIR; it overrides NUMBA_CACHE_DIR, as one store serves onnxexec. With
+    no usable store, in a folder of this process's own, deleted at exit: numba's
+    default (beside the sources) could serve kernels compiled from other sources."""
+    from onnxexec.kernels import cachedir
 
-    path = os.path.join(cache, "onnxexec-kernels.sha256")
-    try:
-        with open(path) as f:
-            if f.read().strip() == stamp:
-                return
-    except OSError:
-        if not os.path.isdir(cache):
-            return  # nothing cached yet
-    try:
-        for name in os.listdir(cache):
-            if name.endswith((".nbi", ".nbc")):
-                os.remove(os.path.join(cache, name))
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            f.write(stamp)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only install has only the caches it shipped with
+    folder = cachedir.numba_cache_dir(sources_digest())
+    if cachedir.store_dir("numba", create=True) is None or not cachedir.safe_dir(folder, True):
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="onnxexec-numba-")
+        _private_cache.append(folder)
+        atexit.register(shutil.rmtree, folder, True)
+    numba.config.CACHE_DIR = folder
 
 
-_when_imported("numba.core.caching", _drop_stale_caches)
+_when_imported("numba", _numba_cache_in_store)
 
 
 def _objload_hook(numba: ModuleType) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
+
+from onnxexec.kernels import objload as nb
 
 
 @nb.njit(cache=True, nogil=True)

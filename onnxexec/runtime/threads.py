@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import os
+import sys
+from typing import TYPE_CHECKING, Any
 
-# numba's OpenMP layer (libgomp) decides how its idle workers wait when it loads, from
-# the environment. Its default spins ~300k iterations (a few ms) after every parallel
-# region: with BLAS or other processes also busy that starved the thread doing real work
-# (a 2-thread prange kernel ran 10-20x slower than on one thread). Pure passive waiting
-# instead costs a futex wake-up per region, which cut a GGUF decode step (60 regions)
-# to 0.6x. A short spin (~0.1 ms at libgomp's ~100k spins per ms) catches back-to-back
-# regions and then sleeps. A value the user set is kept.
-# OWN_ENV names what this module set, so a child process that must not inherit our
-# tuning (the llama.cpp anchor in benchmarks, which links libgomp too) can drop it.
+from onnxexec.kernels import objload, when_imported
+
+# OWN_ENV names what `configure_environment` set, so a child process that must not
+# inherit our tuning (the llama.cpp anchor in benchmarks, which links libgomp too) can
+# drop it.
 OWN_ENV: dict[str, str] = {}
-if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    OWN_ENV["GOMP_SPINCOUNT"] = os.environ["GOMP_SPINCOUNT"] = "10000"
-
-import sys  # noqa: E402
-from typing import Any  # noqa: E402
-
-from threadpoolctl import threadpool_limits  # noqa: E402
-
-from onnxexec.kernels import objload, when_imported  # noqa: E402
-
+if TYPE_CHECKING:
+    from threadpoolctl import threadpool_limits
 _limiter: threadpool_limits | None = None
 _blas_count = -1
 # numba is imported by the first kernel module a model loads, not here: a model whose
@@ -31,6 +21,24 @@ _blas_count = -1
 # set before that is applied by apply_pending once numba is in (sessions call it after
 # planning and before each run).
 _pending = 0
+
+
+def configure_environment() -> None:
+    """Set the environment variables the thread layers read when they load, unless the
+    user set them: called where threads are configured (set_threads, i.e. the first
+    session or LLM), never at import.
+
+    GOMP_SPINCOUNT=10000: numba's OpenMP layer (libgomp) decides how its idle workers
+    wait when it loads, from the environment. Its default spins ~300k iterations (a few
+    ms) after every parallel region: with BLAS or other processes also busy that
+    starved the thread doing real work (a 2-thread prange kernel ran 10-20x slower than
+    on one thread). Pure passive waiting instead costs a futex wake-up per region, which
+    cut a GGUF decode step (60 regions) to 0.6x. A short spin (~0.1 ms at libgomp's
+    ~100k spins per ms) catches back-to-back regions and then sleeps. libgomp reads it
+    once, when numba's threading layer loads (its first parallel kernel, after this).
+    """
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        OWN_ENV["GOMP_SPINCOUNT"] = os.environ["GOMP_SPINCOUNT"] = "10000"
 
 
 def default_threads() -> int:
@@ -47,6 +55,7 @@ def set_threads(n: int, blas_threads: int | None = None) -> int:
     global _limiter, _blas_count, _pending
     if n < 0:
         raise ValueError(f"thread count must be >= 0, got {n}")
+    configure_environment()
     n = n or default_threads()
     if "numba" in sys.modules:
         n = _set_numba_threads(n)
@@ -60,6 +69,9 @@ def set_threads(n: int, blas_threads: int | None = None) -> int:
     # threadpool_limits rescans the loaded libraries (~1.5 ms, most of a small
     # model's session creation): skip it when the previous call set the same count.
     if _limiter is None or _blas_count != blas:
+        # imported here: threadpoolctl's import sets KMP_DUPLICATE_LIB_OK in os.environ
+        from threadpoolctl import threadpool_limits
+
         _limiter = threadpool_limits(limits=blas)
         _blas_count = blas
     return n

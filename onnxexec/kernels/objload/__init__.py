@@ -21,7 +21,9 @@ compiler: it only links object code. So a kernel decorated with this `njit` is a
   numba ran are recorded for the next process.
 
 So the first process compiles (or loads numba's cache) and records; later processes of
-the same kernels, numba, CPU and Python link the records and never load LLVM. Set
+the same kernels, numba, CPU and Python link the records and never load LLVM. Records
+are plain data (store.py specifies the format; nothing is unpickled) in the per-user
+store (kernels/cachedir.py), whatever the working directory or install location. Set
 ONNXEXEC_OBJLOAD=0 to always use numba. NUMBA_DISABLE_JIT=1 leaves plain functions.
 
 `cfunc` works the same way for C callbacks (the native thread pool's span kernels):
@@ -50,7 +52,7 @@ _kernels: list[_Lazy] = []
 _late: list[tuple[str, Any]] = []
 CFUNC_KEY = ("cfunc",)
 _thread_hint = 1
-_SUBMODULES = frozenset({"argkey", "elf", "numba_rt", "store"})
+_SUBMODULES = frozenset({"argkey", "elf", "inventory", "numba_rt", "store"})
 
 
 def enabled() -> bool:

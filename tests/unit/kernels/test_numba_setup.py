@@ -1,15 +1,23 @@
 """onnxexec.kernels' numba setup: a kernel loaded from numba's cache keeps its linking
 IR as bytes (parsed again on demand), and a new compile that calls it still links; a
 cached kernel loads (and allocates) without numba's compiler registries, which a later
-compile still gets, and numba's runtime functions come from their own object cache."""
+compile still gets; every patched numba attribute exists in the pinned numba (this
+test fails, rather than the patch silently doing nothing, when one is gone); numba
+caches in the per-user store, in a folder per kernel-source digest."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
+
+from onnxexec.kernels import NUMBA_PATCHES, missing_patch_targets
 
 CALLEE = textwrap.dedent(
     """
@@ -50,7 +58,7 @@ RUN = textwrap.dedent(
 
 
 def _run(tmp: Path) -> list[str]:
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp / "cache"))
+    env = dict(os.environ, ONNXEXEC_CACHE_DIR=str(tmp / "cache"))
     env.pop("NUMBA_DISABLE_JIT", None)  # CI's coverage pass sets it; this needs the JIT
     env["PYTHONPATH"] = os.pathsep.join([str(tmp), *sys.path])
     out = subprocess.run(
@@ -98,18 +106,15 @@ RUN_ALLOC = textwrap.dedent(
     def later(x):  # a compile after the load: typing needs the full registries
         return math.erf(x) + np.cos(x)
 
-    from numba.core.runtime import rtsys
-
-    nrt_cached = hasattr(rtsys.library, "_onnxexec_bitcode")  # unserialized object code
     print(*y.tolist(), registries, round(later(0.5), 6), alloc_mod.doubled.stats.cache_hits[
-        alloc_mod.doubled.signatures[0]], nrt_cached)
+        alloc_mod.doubled.signatures[0]])
     """
 )
 
 
 def test_cached_kernel_loads_without_the_compiler_registries(tmp_path: Path) -> None:
     (tmp_path / "alloc_mod.py").write_text(ALLOC)
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ, ONNXEXEC_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("NUMBA_DISABLE_JIT", None)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *sys.path])
 
@@ -123,28 +128,45 @@ def test_cached_kernel_loads_without_the_compiler_registries(tmp_path: Path) -> 
     expect = str(round(0.5204998778 + 0.8775825619, 6))
     first = run()  # compiles doubled and the runtime (registries loaded by that compile)
     assert first[:4] == ["0.0", "2.0", "4.0", "6.0"] and first[5] == expect
-    assert first[-1] == "False" and list((tmp_path / "cache").glob("nrt-*.pkl"))
-    # loads both from the caches: no registries until `later` compiles
+    # loads it from the cache: no registries until `later` compiles
     loaded = run()
-    assert loaded == ["0.0", "2.0", "4.0", "6.0", "False", expect, "1", "True"]
+    assert loaded == ["0.0", "2.0", "4.0", "6.0", "False", expect, "1"]
+    assert not list((tmp_path / "cache").rglob("*.pkl"))  # no pickles of onnxexec's own
 
 
-def test_cache_files_are_cleared_when_the_kernel_sources_change(tmp_path: Path) -> None:
-    from onnxexec.kernels import _clear_if_changed
+@pytest.mark.parametrize("patch", sorted(NUMBA_PATCHES))
+def test_patched_numba_attributes_exist(patch: str) -> None:
+    """Fails when a numba upgrade removed or renamed what a patch replaces (numba 0.68
+    renamed `_UserProvidedCacheLocator`, and the old guard then skipped silently)."""
+    assert missing_patch_targets(patch) == []
 
-    def files() -> set[str]:
-        return {p.name for p in tmp_path.iterdir()}
 
-    (tmp_path / "conv2d.f-10.py311.nbi").write_text("index")
-    (tmp_path / "conv2d.f-10.py311.1.nbc").write_text("code")
-    (tmp_path / "nrt-abc.pkl").write_text("runtime")  # keyed on its own IR: kept
-    _clear_if_changed(str(tmp_path), "digest-1")  # no stamp yet: stale, cleared
-    assert files() == {"nrt-abc.pkl", "onnxexec-kernels.sha256"}
-    (tmp_path / "gemm.g-5.py311.nbi").write_text("index")
-    _clear_if_changed(str(tmp_path), "digest-1")  # same sources: kept
-    assert "gemm.g-5.py311.nbi" in files()
-    _clear_if_changed(str(tmp_path), "digest-2")  # a kernel changed: cleared again
-    assert files() == {"nrt-abc.pkl", "onnxexec-kernels.sha256"}
-    assert (tmp_path / "onnxexec-kernels.sha256").read_text() == "digest-2"
-    _clear_if_changed(str(tmp_path / "missing"), "digest-3")  # no cache folder: no-op
-    assert not (tmp_path / "missing").exists()
+def test_installed_numba_is_within_the_pinned_range() -> None:
+    """pyproject's pins are the versions the patches were tested with."""
+    from importlib import metadata
+
+    text = (Path(__file__).parents[3] / "pyproject.toml").read_text()
+    for dist in ("numba", "llvmlite"):
+        pin = re.search(rf'"{dist}>=([0-9.]+),<([0-9.]+)"', text)
+        assert pin is not None, f"{dist} is not pinned to a range in pyproject.toml"
+        low, high = (tuple(map(int, v.split("."))) for v in pin.groups())
+        have = tuple(map(int, metadata.version(dist).split(".")[:2]))
+        assert low[:2] <= have < high[:2], (dist, have, pin.group(0))
+
+
+def test_patches_are_applied_once_numba_is_imported(tmp_path: Path) -> None:
+    code = (
+        "import onnxexec.kernels, numba, numba.core.caching, numba.core.codegen as cg, json;"
+        "print(json.dumps([cg.CPUCodeLibrary._onnxexec_keeps_object,"
+        " cg.CPUCodeLibrary._onnxexec_lazy_ir, numba.core.caching.Cache._onnxexec_no_refresh,"
+        " numba.config.CACHE_DIR]))"
+    )
+    env = dict(os.environ, ONNXEXEC_CACHE_DIR=str(tmp_path / "store"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    keeps, lazy, no_refresh, cache_dir = json.loads(out.stdout)
+    assert keeps and lazy and no_refresh
+    from onnxexec.kernels import sources_digest
+
+    assert Path(cache_dir).parent == tmp_path / "store" / "numba"
+    assert Path(cache_dir).name.startswith(sources_digest()[:16] + "-")
