@@ -20,7 +20,7 @@ from onnxexec.runtime import threads
 from onnxexec.runtime.executor import execute
 from onnxexec.runtime.feeds import FeedChecker
 from onnxexec.runtime.options import ModelMetadata, NodeArg, RunOptions, SessionOptions
-from onnxexec.runtime.plan import plan_graph
+from onnxexec.runtime.plan import plan_graph, topologically_sorted
 from onnxexec.runtime.profiler import Profiler
 from onnxexec.runtime.threads import set_threads
 
@@ -105,7 +105,7 @@ class InferenceSession:
         # ill-conditioned light/test_squeezenet case (logits ~1e10 equal to the last bit).
         set_threads(self._options.intra_op_num_threads, blas_threads=1 if level >= 2 else None)
         with self._span("model_loading_uri"):
-            loaded = load_graph(path_or_bytes)
+            loaded = topologically_sorted(load_graph(path_or_bytes))
         # A graph we loaded ourselves is ours: the layout passes may pack its weights
         # over their own bytes rather than next to them (peak RSS: one model, not two).
         owner = WeightOwnership() if _reloadable(path_or_bytes) else None
