@@ -20,6 +20,7 @@ from onnxexec.runtime import threads
 from onnxexec.runtime.executor import execute
 from onnxexec.runtime.feeds import FeedChecker
 from onnxexec.runtime.options import ModelMetadata, NodeArg, RunOptions, SessionOptions
+from onnxexec.runtime.ownership import OutputOwnership
 from onnxexec.runtime.plan import plan_graph, topologically_sorted
 from onnxexec.runtime.profiler import Profiler
 from onnxexec.runtime.threads import set_threads
@@ -116,6 +117,7 @@ class InferenceSession:
 
                 save_model(self._optimized, self._options.optimized_model_filepath)
             self._plan = plan_graph(self._optimized)
+        self._own_outputs = OutputOwnership(self._plan)
         threads.apply_pending()  # planning imported the kernels the model uses
         self._inputs = loaded.runtime_inputs()
         inits = loaded.initializers
@@ -220,9 +222,9 @@ class InferenceSession:
         # numba may have come in with a kernel a handler imports when run (ml_scores'
         # kernels are serial: that first run did not depend on the count); a no-op after
         threads.apply_pending()
-        if not output_names:
-            return results
-        return [results[self._out_index[n]] for n in output_names]
+        if output_names:
+            results = [results[self._out_index[n]] for n in output_names]
+        return self._own_outputs(results, feeds)
 
     def _span(self, name: str) -> Any:
         return self._profiler.span("Session", name) if self._profiler else nullcontext()
