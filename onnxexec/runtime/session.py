@@ -24,6 +24,7 @@ from onnxexec.runtime.ownership import OutputOwnership
 from onnxexec.runtime.plan import plan_graph, topologically_sorted
 from onnxexec.runtime.profiler import Profiler
 from onnxexec.runtime.threads import set_threads
+from onnxexec.runtime.validate import validate_graph
 
 PROVIDERS = ["CPUExecutionProvider"]
 
@@ -107,6 +108,7 @@ class InferenceSession:
         set_threads(self._options.intra_op_num_threads, blas_threads=1 if level >= 2 else None)
         with self._span("model_loading_uri"):
             loaded = topologically_sorted(load_graph(path_or_bytes))
+            validate_graph(loaded)
         # A graph we loaded ourselves is ours: the layout passes may pack its weights
         # over their own bytes rather than next to them (peak RSS: one model, not two).
         owner = WeightOwnership() if _reloadable(path_or_bytes) else None

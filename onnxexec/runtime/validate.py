@@ -1,0 +1,237 @@
+"""Reject invalid models at session creation, as strictly as onnxruntime does at load.
+
+Checked here, before any pass or kernel sees the graph (so both may trust it):
+- opset imports onnx does not know (ai.onnx 1000);
+- every name defined once: graph inputs, initializers-as-values and node outputs
+  (duplicate inputs, two writers of one value, a node writing a graph input);
+- per node, against onnx.defs: input/output arity, empty names where the formal
+  parameter is not optional, and type constraints with each type variable bound
+  across inputs (Add(float, double), Relu(bool), If(float cond));
+- attribute ranges kernels rely on (ops/attr_rules.py): conv / pool kernel_shape,
+  strides, dilations > 0, pads >= 0 and of length 2 x spatial rank;
+- shape consistency that is known before running: Conv / ConvTranspose weight vs input
+  channels, group and bias; BatchNormalization parameters vs channels;
+- control flow: If branches with as many outputs as the node, Loop / Scan bodies of
+  the arity their node implies; subgraphs are checked recursively.
+
+Element types come from shape inference (ir/passes/shape_inference.py); a value whose
+type is not known is not checked, so no valid model is refused for what we cannot see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from onnxexec.errors import InvalidGraphError
+from onnxexec.ir.dtypes import type_name
+from onnxexec.ir.graph import ML_DOMAIN, ONNX_DOMAIN, Graph, Node
+from onnxexec.ir.passes.shape_inference import Facts, infer_shapes
+from onnxexec.ir.types import TensorType
+from onnxexec.runtime.schemas import opset_range, schema
+from onnxexec.runtime.validate_nodes import check_attributes, check_shapes
+
+# Domains whose schemas onnx ships (others: onnxexec's own, vendors' contrib ops).
+_SCHEMA_DOMAINS = (ONNX_DOMAIN, ML_DOMAIN, "ai.onnx.preview.training")
+_MAX_REPORTED = 10
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def fail(self, where: str, msg: str) -> None:
+        self.problems.append(f"{where}: {msg}")
+
+    # ----- graph level ---------------------------------------------------------
+    def graph(self, g: Graph, outer: dict[str, Facts], top: bool) -> None:
+        if top:
+            self.opsets(g)
+        defined: dict[str, str] = {}
+        for v in (*g.inputs, *g.outputs):
+            t = v.type
+            if isinstance(t, TensorType) and not _known_elem(t.elem_type):
+                self.fail(
+                    f"graph '{g.name}'",
+                    f"'{v.name}' is declared with element type {t.elem_type}, "
+                    "which is no tensor type (0 = UNDEFINED)",
+                )
+        for v in g.inputs:
+            if v.name in defined:
+                self.fail(f"graph '{g.name}'", f"input '{v.name}' is declared twice")
+            defined[v.name] = "a graph input"
+        for n in g.nodes:
+            for o in n.outputs:
+                if not o:
+                    continue
+                if o in defined:
+                    self.fail(
+                        _where(n, g),
+                        f"output '{o}' is already defined (by {defined[o]}); "
+                        "every value has one definition",
+                    )
+                elif o in g.initializers:
+                    self.fail(_where(n, g), f"output '{o}' is also an initializer")
+                defined[o] = f"node '{n.label}'"
+        facts = infer_shapes(g, outer)
+        for n in g.nodes:
+            self.node(n, g, facts)
+
+    def opsets(self, g: Graph) -> None:
+        for domain, version in g.opset_imports.items():
+            known = opset_range(domain) if domain in _SCHEMA_DOMAINS else None
+            if known is not None and not known[0] <= version <= known[1]:
+                d = domain or "ai.onnx"
+                self.fail(
+                    f"model opset_import {d}",
+                    f"opset {version} does not exist (known: {known[0]}..{known[1]})",
+                )
+
+    # ----- node level ----------------------------------------------------------
+    def node(self, n: Node, g: Graph, facts: dict[str, Facts]) -> None:
+        opset = g.opset(n.domain)
+        where = _where(n, g)
+        if n.domain in _SCHEMA_DOMAINS and opset is not None:
+            s = schema(n.op_type, opset, n.domain)
+            if s is not None and not s.deprecated:
+                self.arity(n, s, where)
+                self.types(n, s, facts, where)
+        for msg in check_attributes(n, facts):
+            self.fail(where, msg)
+        for msg in check_shapes(n, facts):
+            self.fail(where, msg)
+        for msg in _subgraph_arity(n, opset or 0):
+            self.fail(where, msg)
+        for sg in n.subgraphs():
+            self.graph(sg, facts, top=False)
+
+    def arity(self, n: Node, s: Any, where: str) -> None:
+        ins = list(n.inputs)
+        while ins and not ins[-1]:  # trailing omitted optionals may be left out
+            ins.pop()
+        if len(ins) < s.min_input <= len(n.inputs):
+            ins = list(n.inputs)  # an empty name stands for a required input: say which
+        if not s.min_input <= len(ins) <= s.max_input:
+            self.fail(where, f"takes {_range(s.min_input, s.max_input)} input(s), got {len(ins)}")
+        if not s.min_output <= len(n.outputs) <= s.max_output:
+            self.fail(
+                where, f"makes {_range(s.min_output, s.max_output)} output(s), got {len(n.outputs)}"
+            )
+        params = s.inputs
+        for k, name in enumerate(ins):
+            if name or not params:
+                continue
+            p = params[min(k, len(params) - 1)]
+            if p.option != p.option.Optional:
+                self.fail(where, f"input {k} ('{p.name}') is required but its name is empty")
+
+    def types(self, n: Node, s: Any, facts: dict[str, Facts], where: str) -> None:
+        allowed = {c.type_param_str: set(c.allowed_type_strs) for c in s.type_constraints}
+        bound: dict[str, tuple[str, str]] = {}  # type var -> (type, input that bound it)
+        for k, name, p in _formal(n.inputs, s.inputs):
+            f = facts.get(name)
+            if not name or f is None or f.elem is None:
+                continue
+            t = f"tensor({type_name(f.elem)})"
+            ok = allowed.get(p.type_str, {p.type_str})
+            if not any(a.startswith("tensor(") for a in ok):
+                continue  # a sequence / optional / map parameter: not tracked here
+            if t not in ok:
+                self.fail(
+                    where,
+                    f"input {k} ('{name}') has type {t}, which {p.type_str} of '{p.name}' "
+                    "does not allow",
+                )
+                continue
+            if p.type_str not in allowed or not p.is_homogeneous:
+                continue
+            prev = bound.setdefault(p.type_str, (t, name))
+            if prev[0] != t:
+                self.fail(
+                    where,
+                    f"type parameter {p.type_str} is bound to {prev[0]} by '{prev[1]}' "
+                    f"and to {t} by '{name}'",
+                )
+
+
+def _formal(names: Iterable[str], params: Any) -> Iterable[tuple[int, str, Any]]:
+    """(index, actual name, formal parameter) for each actual input."""
+    if not params:
+        return
+    for k, name in enumerate(names):
+        yield k, name, params[min(k, len(params) - 1)]
+
+
+def _known_elem(elem: int) -> bool:
+    try:
+        type_name(elem)
+    except ValueError:
+        return False
+    return elem != 0
+
+
+def _range(lo: int, hi: int) -> str:
+    if lo == hi:
+        return str(lo)
+    return f"{lo} or more" if hi >= 2**31 - 1 else f"{lo} to {hi}"
+
+
+def _where(n: Node, g: Graph) -> str:
+    dom = f"{n.domain}::" if n.domain else ""
+    return f"node '{n.label}' ({dom}{n.op_type}, opset {g.opset(n.domain)})"
+
+
+def _subgraph_arity(n: Node, opset: int) -> Iterable[str]:
+    """If / Loop / Scan bodies whose inputs or outputs cannot match their node."""
+    if n.domain != ONNX_DOMAIN:
+        return
+    a = n.attrs
+    if n.op_type == "If":
+        for key in ("then_branch", "else_branch"):
+            b = a.get(key)
+            if isinstance(b, Graph) and len(b.outputs) != len(n.outputs):
+                yield (
+                    f"attribute {key} has {len(b.outputs)} output(s), the node "
+                    f"{len(n.outputs)} (then_branch and else_branch must match it)"
+                )
+    elif n.op_type == "Loop" and isinstance(a.get("body"), Graph):
+        body, carried = a["body"], max(len(n.inputs) - 2, 0)
+        if len(body.inputs) != 2 + carried:
+            yield (
+                f"attribute body takes {len(body.inputs)} input(s); a Loop with "
+                f"{carried} carried value(s) gives it {2 + carried} (iteration, cond, carried)"
+            )
+        if len(body.outputs) < 1 + carried or len(n.outputs) < carried:
+            yield (
+                f"attribute body makes {len(body.outputs)} output(s); a Loop with "
+                f"{carried} carried value(s) needs cond + {carried} + scan outputs "
+                f"({len(n.outputs)} node outputs)"
+            )
+        elif len(body.outputs) - 1 != len(n.outputs):
+            yield (
+                f"attribute body makes {len(body.outputs)} output(s), the node has "
+                f"{len(n.outputs)} (expected body outputs = 1 + node outputs)"
+            )
+    elif n.op_type == "Scan" and isinstance(a.get("body"), Graph) and opset >= 9:
+        body = a["body"]
+        if len(body.inputs) != len(n.inputs):
+            yield (
+                f"attribute body takes {len(body.inputs)} input(s), the node gives it "
+                f"{len(n.inputs)} (state + scan inputs)"
+            )
+        if len(body.outputs) != len(n.outputs):
+            yield (
+                f"attribute body makes {len(body.outputs)} output(s), the node has "
+                f"{len(n.outputs)} (state + scan outputs)"
+            )
+
+
+def validate_graph(g: Graph) -> None:
+    """Raise InvalidGraphError listing what is wrong with `g` (nothing when valid)."""
+    c = _Checker()
+    c.graph(g, {}, top=True)
+    if c.problems:
+        shown = c.problems[:_MAX_REPORTED]
+        more = len(c.problems) - len(shown)
+        tail = f" (and {more} more)" if more else ""
+        raise InvalidGraphError("invalid model: " + "; ".join(shown) + tail)
