@@ -179,6 +179,8 @@ def _plain_to_array(t: TensorProto) -> np.ndarray | None:
                 f"{count} x {dtype.itemsize} = {count * dtype.itemsize}"
             )
         return np.frombuffer(t.raw_data, dtype=dtype).reshape(shape)
+    if field is None:
+        return None
     data = getattr(t, field)
     if len(data) != count:
         raise ModelLoadError(f"{what} has {len(data)} values in {field}; its shape needs {count}")

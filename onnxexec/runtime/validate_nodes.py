@@ -59,7 +59,9 @@ def check_attributes(n: Node, facts: dict[str, Facts]) -> Iterable[str]:
     if kernel is not None:
         rank = len(kernel)
     for k, why in ((w_index, "weight"), (0, "input")):
-        shape = _shape(facts, n, k) if k is not None else None
+        if k is None:
+            continue
+        shape = _shape(facts, n, k)
         if shape is not None and len(shape) >= 2:
             r = len(shape) - 2
             if rank is None:
