@@ -45,7 +45,11 @@ def _held_arrays(plan: GraphPlan) -> Iterable[np.ndarray]:
         yield from _arrays(v)
     for step in plan.steps:
         for v in step.kwargs.values():
-            yield from _arrays(v)
+            # most attributes are numbers, strings or tuples of ints: skip those fast
+            if isinstance(v, np.ndarray):
+                yield v
+            elif isinstance(v, list | tuple | dict) and v:
+                yield from _arrays(v)
         for sub in step.subplans.values():
             yield from _held_arrays(sub)
 

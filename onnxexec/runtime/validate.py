@@ -21,7 +21,8 @@ type is not known is not checked, so no valid model is refused for what we canno
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
+from functools import lru_cache
 
 from onnxexec.errors import InvalidGraphError
 from onnxexec.ir.dtypes import type_name
@@ -29,11 +30,15 @@ from onnxexec.ir.graph import ML_DOMAIN, ONNX_DOMAIN, Graph, Node
 from onnxexec.ir.passes.shape_inference import Facts, infer_shapes
 from onnxexec.ir.types import TensorType
 from onnxexec.runtime.schemas import opset_range, schema
-from onnxexec.runtime.validate_nodes import check_attributes, check_shapes
+from onnxexec.runtime.validate_nodes import CONV_POOL, check_attributes, check_shapes
 
 # Domains whose schemas onnx ships (others: onnxexec's own, vendors' contrib ops).
 _SCHEMA_DOMAINS = (ONNX_DOMAIN, ML_DOMAIN, "ai.onnx.preview.training")
 _MAX_REPORTED = 10
+# ops with attribute, shape or body checks in validate_nodes / _subgraph_arity
+_STRUCTURAL = frozenset(
+    {*CONV_POOL, "Conv", "ConvTranspose", "BatchNormalization", "If", "Loop", "Scan"}
+)
 
 
 class _Checker:
@@ -89,72 +94,117 @@ class _Checker:
 
     # ----- node level ----------------------------------------------------------
     def node(self, n: Node, g: Graph, facts: dict[str, Facts]) -> None:
-        opset = g.opset(n.domain)
-        where = _where(n, g)
+        opset = g.opset_imports.get(n.domain)
+        before = len(self.problems)
         if n.domain in _SCHEMA_DOMAINS and opset is not None:
-            s = schema(n.op_type, opset, n.domain)
-            if s is not None and not s.deprecated:
-                self.arity(n, s, where)
-                self.types(n, s, facts, where)
-        for msg in check_attributes(n, facts):
-            self.fail(where, msg)
-        for msg in check_shapes(n, facts):
-            self.fail(where, msg)
-        for msg in _subgraph_arity(n, opset or 0):
-            self.fail(where, msg)
+            spec = _spec(n.op_type, opset, n.domain)
+            if spec is not None:
+                self.problems += _arity(n, spec)
+                self.problems += _types(n, spec, facts)
+        if n.op_type in _STRUCTURAL and n.domain == ONNX_DOMAIN:
+            self.problems += check_attributes(n, facts)
+            self.problems += check_shapes(n, facts)
+            self.problems += _subgraph_arity(n, opset or 0)
+        if len(self.problems) > before:  # name the node once its problems are known
+            where = _where(n, g)
+            self.problems[before:] = [f"{where}: {m}" for m in self.problems[before:]]
         for sg in n.subgraphs():
             self.graph(sg, facts, top=False)
 
-    def arity(self, n: Node, s: Any, where: str) -> None:
-        ins = list(n.inputs)
-        while ins and not ins[-1]:  # trailing omitted optionals may be left out
-            ins.pop()
-        if len(ins) < s.min_input <= len(n.inputs):
-            ins = list(n.inputs)  # an empty name stands for a required input: say which
-        if not s.min_input <= len(ins) <= s.max_input:
-            self.fail(where, f"takes {_range(s.min_input, s.max_input)} input(s), got {len(ins)}")
-        if not s.min_output <= len(n.outputs) <= s.max_output:
-            self.fail(
-                where, f"makes {_range(s.min_output, s.max_output)} output(s), got {len(n.outputs)}"
+
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    type_str: str
+    optional: bool
+    homogeneous: bool
+    allowed: frozenset[str] | None  # tensor types a type variable allows; None: not tracked
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """What validation reads of one OpSchema, extracted once per (op, opset, domain)."""
+
+    min_in: int
+    max_in: int
+    min_out: int
+    max_out: int
+    inputs: tuple[_Param, ...]
+    type_vars: frozenset[str]
+
+
+@lru_cache(maxsize=4096)
+def _spec(op_type: str, opset: int, domain: str) -> _Spec | None:
+    s = schema(op_type, opset, domain)
+    if s is None or s.deprecated:
+        return None
+    allowed = {c.type_param_str: frozenset(c.allowed_type_strs) for c in s.type_constraints}
+    params = []
+    for p in s.inputs:
+        ok = allowed.get(p.type_str, frozenset({p.type_str}))
+        tracked = any(a.startswith("tensor(") for a in ok)  # not seq / optional / map
+        params.append(
+            _Param(
+                p.name,
+                p.type_str,
+                p.option == p.option.Optional,
+                bool(p.is_homogeneous),
+                ok if tracked else None,
             )
-        params = s.inputs
-        for k, name in enumerate(ins):
-            if name or not params:
-                continue
-            p = params[min(k, len(params) - 1)]
-            if p.option != p.option.Optional:
-                self.fail(where, f"input {k} ('{p.name}') is required but its name is empty")
-
-    def types(self, n: Node, s: Any, facts: dict[str, Facts], where: str) -> None:
-        allowed = {c.type_param_str: set(c.allowed_type_strs) for c in s.type_constraints}
-        bound: dict[str, tuple[str, str]] = {}  # type var -> (type, input that bound it)
-        for k, name, p in _formal(n.inputs, s.inputs):
-            f = facts.get(name)
-            if not name or f is None or f.elem is None:
-                continue
-            t = f"tensor({type_name(f.elem)})"
-            ok = allowed.get(p.type_str, {p.type_str})
-            if not any(a.startswith("tensor(") for a in ok):
-                continue  # a sequence / optional / map parameter: not tracked here
-            if t not in ok:
-                self.fail(
-                    where,
-                    f"input {k} ('{name}') has type {t}, which {p.type_str} of '{p.name}' "
-                    "does not allow",
-                )
-                continue
-            if p.type_str not in allowed or not p.is_homogeneous:
-                continue
-            prev = bound.setdefault(p.type_str, (t, name))
-            if prev[0] != t:
-                self.fail(
-                    where,
-                    f"type parameter {p.type_str} is bound to {prev[0]} by '{prev[1]}' "
-                    f"and to {t} by '{name}'",
-                )
+        )
+    return _Spec(
+        s.min_input, s.max_input, s.min_output, s.max_output, tuple(params), frozenset(allowed)
+    )
 
 
-def _formal(names: Iterable[str], params: Any) -> Iterable[tuple[int, str, Any]]:
+def _arity(n: Node, s: _Spec) -> list[str]:
+    out = []
+    ins = list(n.inputs)
+    while ins and not ins[-1]:  # trailing omitted optionals may be left out
+        ins.pop()
+    if len(ins) < s.min_in <= len(n.inputs):
+        ins = list(n.inputs)  # an empty name stands for a required input: say which
+    if not s.min_in <= len(ins) <= s.max_in:
+        out.append(f"takes {_range(s.min_in, s.max_in)} input(s), got {len(ins)}")
+    if not s.min_out <= len(n.outputs) <= s.max_out:
+        out.append(f"makes {_range(s.min_out, s.max_out)} output(s), got {len(n.outputs)}")
+    for k, name, p in _formal(ins, s.inputs):
+        if not name and not p.optional:
+            out.append(f"input {k} ('{p.name}') is required but its name is empty")
+    return out
+
+
+def _types(n: Node, s: _Spec, facts: dict[str, Facts]) -> list[str]:
+    out = []
+    bound: dict[str, tuple[str, str]] = {}  # type var -> (type, input that bound it)
+    for k, name, p in _formal(n.inputs, s.inputs):
+        f = facts.get(name) if name else None
+        if f is None or f.elem is None or p.allowed is None:
+            continue
+        t = _tensor_type(f.elem)
+        if t not in p.allowed:
+            out.append(
+                f"input {k} ('{name}') has type {t}, which {p.type_str} of '{p.name}' "
+                "does not allow"
+            )
+            continue
+        if p.type_str not in s.type_vars or not p.homogeneous:
+            continue
+        prev = bound.setdefault(p.type_str, (t, name))
+        if prev[0] != t:
+            out.append(
+                f"type parameter {p.type_str} is bound to {prev[0]} by '{prev[1]}' "
+                f"and to {t} by '{name}'"
+            )
+    return out
+
+
+@lru_cache(maxsize=64)
+def _tensor_type(elem: int) -> str:
+    return f"tensor({type_name(elem)})"
+
+
+def _formal(names: Iterable[str], params: tuple[_Param, ...]) -> Iterable[tuple[int, str, _Param]]:
     """(index, actual name, formal parameter) for each actual input."""
     if not params:
         return

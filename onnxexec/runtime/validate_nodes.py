@@ -16,7 +16,7 @@ from onnxexec.ir.graph import ONNX_DOMAIN, Node
 from onnxexec.ir.passes.shape_inference import Facts
 
 # op -> index of the weight input (None: a pool, whose kernel is an attribute)
-_CONV_POOL: dict[str, int | None] = {
+CONV_POOL: dict[str, int | None] = {
     "Conv": 1,
     "ConvTranspose": 1,
     "ConvInteger": 1,
@@ -50,10 +50,10 @@ def _ints(v: Any) -> Sequence[int] | None:
 
 
 def check_attributes(n: Node, facts: dict[str, Facts]) -> Iterable[str]:
-    if n.domain != ONNX_DOMAIN or n.op_type not in _CONV_POOL:
+    if n.domain != ONNX_DOMAIN or n.op_type not in CONV_POOL:
         return
     a = n.attrs
-    w_index = _CONV_POOL[n.op_type]
+    w_index = CONV_POOL[n.op_type]
     rank: int | None = None  # spatial rank
     kernel = _ints(a.get("kernel_shape"))
     if kernel is not None:
