@@ -188,6 +188,32 @@ def initializer_long_floats() -> bytes:
     return m.SerializeToString()
 
 
+def scan_body_arity() -> bytes:
+    # one state + one scan input: the body must take 2 inputs; this one takes 1
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["s_in"], ["s_out"])],
+        "body",
+        [_vi("s_in", [1])],
+        [_vi("s_out", [1])],
+    )
+    node = helper.make_node("Scan", ["s0", "xs"], ["s"], name="scan0", body=body, num_scan_inputs=1)
+    return _model([node], [_vi("s0", [1]), _vi("xs", [3, 1])], [_vi("s", None)])
+
+
+def ml_opset_does_not_exist() -> bytes:
+    node = helper.make_node("Relu", ["a"], ["y"], name="relu0")
+    g = helper.make_graph([node], "bad", [_vi("a", [2])], [_vi("y", None)])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 99)]
+    m = helper.make_model(g, opset_imports=opsets)
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+def concat_empty_input() -> bytes:
+    node = helper.make_node("Concat", ["a", "", "a"], ["y"], name="concat0", axis=0)
+    return _model([node], [_vi("a", [2])], [_vi("y", None)])
+
+
 CONV_X = [1, 3, 8, 8]
 # family -> (builder, words the message must contain besides the node's name)
 FAMILIES: dict[str, tuple[Callable[[], bytes], tuple[str, ...]]] = {
@@ -249,14 +275,27 @@ FAMILIES: dict[str, tuple[Callable[[], bytes], tuple[str, ...]]] = {
     "loop_body_arity": (loop_body_arity, ("body",)),
     "undefined_element_type": (undefined_elem_type, ("'a'",)),
     "opset_does_not_exist": (opset_does_not_exist, ("opset",)),
+    "scan_body_arity": (scan_body_arity, ("body",)),
+    "ml_opset_does_not_exist": (ml_opset_does_not_exist, ("ai.onnx.ml", "opset 99")),
+    "concat_empty_input": (concat_empty_input, ("input 1", "empty")),
+    "conv_transpose_weight_channels": (
+        conv({}, w=(4, 2, 3, 3), op="ConvTranspose"),
+        ("W",),
+    ),
     "initializer_too_short": (initializer_short, ("'c'",)),
     "initializer_too_many_floats": (initializer_long_floats, ("'c'",)),
 }
 
 
-# Families onnxruntime accepts at load but fails on at run time (its Conv kernel
-# checks channels then); with the shapes declared, onnxexec refuses them up front.
-ORT_FAILS_AT_RUN = {"conv_bias_length", "conv_weight_channels", "conv_group_channels"}
+# Families onnxruntime accepts at load but fails on at run time (its kernels check
+# channels and inputs then); with the shapes declared, onnxexec refuses them up front.
+ORT_FAILS_AT_RUN = {
+    "conv_bias_length",
+    "conv_weight_channels",
+    "conv_group_channels",
+    "conv_transpose_weight_channels",
+    "concat_empty_input",
+}
 
 
 def _clip_middle_empty() -> bytes:
