@@ -31,8 +31,10 @@ def _arrays(v: Any) -> Iterable[np.ndarray]:
     if isinstance(v, np.ndarray):
         yield v
     elif isinstance(v, list | tuple):
-        for x in v:
-            yield from _arrays(x)
+        # ONNX values and attributes are homogeneous: a tuple of ints holds no array
+        if v and isinstance(v[0], np.ndarray | list | tuple | dict):
+            for x in v:
+                yield from _arrays(x)
     elif isinstance(v, dict):
         for x in v.values():
             yield from _arrays(x)
@@ -41,15 +43,16 @@ def _arrays(v: Any) -> Iterable[np.ndarray]:
 def _held_arrays(plan: GraphPlan) -> Iterable[np.ndarray]:
     """Every array `plan` keeps across runs: pre-placed constants and array-valued
     attributes (a Constant node returns its `value`), nested plans included."""
-    for v in plan.template:
-        yield from _arrays(v)
+    values = [*plan.template]
     for step in plan.steps:
-        for v in step.kwargs.values():
-            # most attributes are numbers, strings or tuples of ints: skip those fast
-            if isinstance(v, np.ndarray):
-                yield v
-            elif isinstance(v, list | tuple | dict) and v:
-                yield from _arrays(v)
+        values.extend(step.kwargs.values())
+    for v in values:
+        # most slots are empty and most attributes numbers: no generator for those
+        if isinstance(v, np.ndarray):
+            yield v
+        elif isinstance(v, list | tuple | dict):
+            yield from _arrays(v)
+    for step in plan.steps:
         for sub in step.subplans.values():
             yield from _held_arrays(sub)
 
