@@ -22,6 +22,16 @@ _EXT = "onnx.onnx_cpp2py_export"
 @cache
 def onnx_defs() -> ModuleType:
     """The `defs` submodule of onnx's C extension (get_schema, schema_version_map)."""
+    return _extension().defs
+
+
+def onnx_shape_inference() -> ModuleType:
+    """The `shape_inference` submodule of onnx's C extension (infer_shapes on bytes)."""
+    return _extension().shape_inference
+
+
+@cache
+def _extension() -> ModuleType:
     ext = sys.modules.get(_EXT)
     if ext is None:
         spec = importlib.util.find_spec("onnx")
@@ -37,7 +47,7 @@ def onnx_defs() -> ModuleType:
         ext = importlib.util.module_from_spec(ext_spec)
         loader.exec_module(ext)
         sys.modules[_EXT] = ext
-    return ext.defs
+    return ext
 
 
 @lru_cache(maxsize=4096)

@@ -108,7 +108,7 @@ class InferenceSession:
         set_threads(self._options.intra_op_num_threads, blas_threads=1 if level >= 2 else None)
         with self._span("model_loading_uri"):
             loaded = topologically_sorted(load_graph(path_or_bytes))
-            validate_graph(loaded)
+            validate_graph(loaded, path_or_bytes)
         # A graph we loaded ourselves is ours: the layout passes may pack its weights
         # over their own bytes rather than next to them (peak RSS: one model, not two).
         owner = WeightOwnership() if _reloadable(path_or_bytes) else None

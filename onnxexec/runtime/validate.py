@@ -12,7 +12,9 @@ Checked here, before any pass or kernel sees the graph (so both may trust it):
 - shape consistency that is known before running: Conv / ConvTranspose weight vs input
   channels, group and bias; BatchNormalization parameters vs channels;
 - control flow: If branches with as many outputs as the node, Loop / Scan bodies of
-  the arity their node implies; subgraphs are checked recursively.
+  the arity their node implies; subgraphs are checked recursively;
+- then onnx's strict type and shape inference on the model's bytes, as onnxruntime
+  runs it per node (validate_onnx.py): Reshape, Gather, Transpose, MatMul... errors.
 
 Element types come from shape inference (ir/passes/shape_inference.py); a value whose
 type is not known is not checked, so no valid model is refused for what we cannot see.
@@ -23,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from onnxexec.errors import InvalidGraphError
 from onnxexec.ir.dtypes import type_name
@@ -31,13 +34,14 @@ from onnxexec.ir.passes.shape_inference import Facts, infer_shapes
 from onnxexec.ir.types import TensorType
 from onnxexec.runtime.schemas import opset_range, schema
 from onnxexec.runtime.validate_nodes import CONV_POOL, check_attributes, check_shapes
+from onnxexec.runtime.validate_onnx import strict_inference_problems
 
 # Domains whose schemas onnx ships (others: onnxexec's own, vendors' contrib ops).
 _SCHEMA_DOMAINS = (ONNX_DOMAIN, ML_DOMAIN, "ai.onnx.preview.training")
 _MAX_REPORTED = 10
 # ops with attribute, shape or body checks in validate_nodes / _subgraph_arity
 _STRUCTURAL = frozenset(
-    {*CONV_POOL, "Conv", "ConvTranspose", "BatchNormalization", "If", "Loop", "Scan"}
+    {*CONV_POOL, "Conv", "ConvTranspose", "BatchNormalization", "If", "Loop", "Scan", "Reshape"}
 )
 
 
@@ -276,10 +280,19 @@ def _subgraph_arity(n: Node, opset: int) -> Iterable[str]:
             )
 
 
-def validate_graph(g: Graph) -> None:
-    """Raise InvalidGraphError listing what is wrong with `g` (nothing when valid)."""
+def validate_graph(g: Graph, source: Any = None) -> None:
+    """Raise InvalidGraphError listing what is wrong with `g` (nothing when valid).
+
+    `source`, the path / bytes / ModelProto `g` was loaded from, also gets onnx's
+    strict type and shape inference (validate_onnx.py) once our own checks pass."""
     c = _Checker()
     c.graph(g, {}, top=True)
+    if not c.problems and source is not None:
+        nodes = {n.name: n for n in g.nodes if n.name}
+        for name, op, msg in strict_inference_problems(source):
+            n = nodes.get(name)
+            where = _where(n, g) if n is not None else f"a {op} node"
+            c.fail(where, f"onnx type/shape inference: {msg}")
     if c.problems:
         shown = c.problems[:_MAX_REPORTED]
         more = len(c.problems) - len(shown)

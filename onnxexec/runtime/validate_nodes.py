@@ -106,6 +106,42 @@ def check_shapes(n: Node, facts: dict[str, Facts]) -> Iterable[str]:
         yield from _conv_shapes(n, facts)
     elif n.op_type == "BatchNormalization":
         yield from _batchnorm_shapes(n, facts)
+    elif n.op_type == "Reshape" and len(n.inputs) == 2:
+        yield from _reshape_size(n, facts)
+
+
+def _reshape_size(n: Node, facts: dict[str, Facts]) -> Iterable[str]:
+    """A constant target shape for a static input must keep the element count (onnx's
+    inference lets this through; onnxruntime fails the run)."""
+    x, s = facts.get(n.inputs[0]), facts.get(n.inputs[1])
+    if x is None or s is None or x.shape is None or s.value is None:
+        return
+    dims = [_int(d) for d in x.shape]
+    target = s.ints()
+    if target is None or any(d is None for d in dims):
+        return
+    size = 1
+    for d in dims:
+        size *= d  # type: ignore[operator]
+    keep_zero = bool(n.attrs.get("allowzero", 0))
+    out = [
+        dims[i] if t == 0 and not keep_zero and i < len(dims) else t for i, t in enumerate(target)
+    ]
+    known = 1
+    for t in out:
+        if t is not None and t != -1:
+            known *= t
+    if out.count(-1) == 1 and known and size % known == 0:
+        return
+    if -1 not in out and known == size:
+        return
+    if out.count(-1) > 1:
+        yield f"input shape '{n.inputs[1]}' = {list(target)} has more than one -1"
+        return
+    yield (
+        f"input shape '{n.inputs[1]}' = {list(target)} cannot hold the {size} elements "
+        f"of data '{n.inputs[0]}' {dims}"
+    )
 
 
 def _conv_shapes(n: Node, facts: dict[str, Facts]) -> Iterable[str]:

@@ -295,6 +295,7 @@ ORT_FAILS_AT_RUN = {
     "conv_group_channels",
     "conv_transpose_weight_channels",
     "concat_empty_input",
+    "reshape_wrong_size",
 }
 
 
@@ -341,4 +342,54 @@ VALID: dict[str, Callable[[], bytes]] = {
     "clip_middle_input_omitted": _clip_middle_empty,
     "loop_with_scan_output": _loop_with_scan_output,
     "if_bool": _if_bool,
+    "reshape_zero_and_minus_one": lambda: _model(
+        [helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape0")],
+        [_vi("x", [2, 3, 4])],
+        [_vi("y", None)],
+        {"s": np.array([0, -1], np.int64)},
+    ),
+}
+
+
+def _one(node: onnx.NodeProto, x: list, inits: dict | None = None, elem: int = F) -> bytes:
+    return _model([node], [_vi("x", x, elem)], [_vi("y", None)], inits)
+
+
+# Families only onnx's strict shape inference catches (validate_onnx.py): the words
+# are those of onnx's message.
+INFERRED: dict[str, tuple[Callable[[], bytes], tuple[str, ...]]] = {
+    "reshape_wrong_size": (
+        lambda: _one(
+            helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape0"),
+            [2, 3],
+            {"s": np.array([4, 2], np.int64)},
+        ),
+        ("reshape0", "Reshape"),
+    ),
+    "transpose_bad_perm": (
+        lambda: _one(helper.make_node("Transpose", ["x"], ["y"], name="t0", perm=[0, 0]), [2, 3]),
+        ("t0", "Transpose"),
+    ),
+    "gather_axis_out_of_range": (
+        lambda: _one(
+            helper.make_node("Gather", ["x", "i"], ["y"], name="g0", axis=3),
+            [2, 3],
+            {"i": np.array([0], np.int64)},
+        ),
+        ("g0", "Gather"),
+    ),
+    "matmul_inner_dims": (
+        lambda: _one(
+            helper.make_node("MatMul", ["x", "w"], ["y"], name="mm0"), [2, 3], {"w": _w(4, 5)}
+        ),
+        ("mm0", "MatMul"),
+    ),
+    "concat_rank_mismatch": (
+        lambda: _model(
+            [helper.make_node("Concat", ["x", "z"], ["y"], name="cat0", axis=0)],
+            [_vi("x", [2, 3]), _vi("z", [2])],
+            [_vi("y", None)],
+        ),
+        ("cat0", "Concat"),
+    ),
 }

@@ -11,7 +11,7 @@ import pytest
 
 import onnxexec
 from onnxexec.errors import OnnxExecError
-from tests.unit.runtime.invalid_models import FAMILIES, ORT_FAILS_AT_RUN, VALID
+from tests.unit.runtime.invalid_models import FAMILIES, INFERRED, ORT_FAILS_AT_RUN, VALID
 
 ort.set_default_logger_severity(4)  # the expected refusals would flood the log
 
@@ -40,9 +40,9 @@ def _ort_refuses(name: str, model: bytes) -> None:
         sess.run(None, _feeds(model))
 
 
-@pytest.mark.parametrize("name", sorted(FAMILIES))
+@pytest.mark.parametrize("name", sorted(FAMILIES) + sorted(INFERRED))
 def test_invalid_model_is_refused_by_both(name: str) -> None:
-    build, words = FAMILIES[name]
+    build, words = FAMILIES.get(name) or INFERRED[name]
     model = build()
     _ort_refuses(name, model)
     with pytest.raises(OnnxExecError) as info:
