@@ -19,11 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from onnxexec.ir.onnx_pb import ModelProto
+from onnxexec.loaders.onnx_proto import TEXT_SUFFIXES
 from onnxexec.loaders.proto_wire import WireError, split_model
 from onnxexec.runtime.schemas import onnx_shape_inference
 
 # A serialized ModelProto above this is not re-serialized for the check.
 _MAX_PROTO_BYTES = 64 << 20
+# Bytes up to this go to protobuf whole; bigger ones lose their large raw_data first.
+_COPY_BYTES = 16 << 20
 # One node's entry in onnx's "Inference error(s): " list.
 _ENTRY = re.compile(r"\(op_type:([^,)]+)(?:, node name: ([^)]*))?\): (.*)")
 
@@ -35,11 +38,15 @@ def _small_bytes(source: Any) -> bytes | None:
             return None
         source = source.SerializeToString()
     if isinstance(source, bytes | bytearray | memoryview):
+        if len(source) <= _COPY_BYTES:  # protobuf copies that faster than a wire walk
+            return bytes(source)
         return split_model(memoryview(source).cast("B"))[0]
     if isinstance(source, str | os.PathLike):
         path = Path(source)
-        if path.suffix.lower() != ".onnx" and path.suffix:
+        if path.suffix.lower() in TEXT_SUFFIXES:
             return None  # text formats: onnx.load's business
+        if path.stat().st_size <= _COPY_BYTES:
+            return path.read_bytes()
         with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             buf = memoryview(mm)
             try:

@@ -65,3 +65,15 @@ def test_valid_near_miss_loads_in_both(name: str) -> None:
     got = onnxexec.InferenceSession(model).run(None, feeds)
     for e, g in zip(expected, got, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("as_proto", [False, True])
+def test_inference_also_checks_files_and_protos(tmp_path, as_proto: bool) -> None:
+    """The strict-inference step reads the model's bytes from a path or a ModelProto
+    too (the other families are caught on the loaded graph, whatever the source)."""
+    model = INFERRED["gather_axis_out_of_range"][0]()
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(model)
+    source = onnx.load_from_string(model) if as_proto else str(path)
+    with pytest.raises(OnnxExecError, match=r"node 'g0' \(Gather, opset 17\).*axis"):
+        onnxexec.InferenceSession(source)
