@@ -65,9 +65,9 @@ def _read_external(t: TensorProto, base_dir: Path | None) -> np.ndarray:
         need = (count + per_byte - 1) // per_byte
     else:
         need = count * np_dtype(t.data_type).itemsize
-    if length is not None and length < need:
+    if length is not None and length != need:  # onnxruntime: "external data size mismatch"
         raise ModelLoadError(
-            f"tensor '{t.name}': external length {length} < {need} bytes for shape {list(shape)}"
+            f"tensor '{t.name}': external length {length} != {need} bytes for shape {list(shape)}"
         )
     if offset < 0 or offset + need > size:
         raise ModelLoadError(
@@ -162,21 +162,28 @@ _FIELDS = {
 def _plain_to_array(t: TensorProto) -> np.ndarray | None:
     """numpy_helper.to_array for the common tensors, without importing onnx (see
     ir/onnx_pb.py): one item per element in raw_data (a read-only view of its
-    bytes, as numpy_helper gives) or in the type's repeated field. None otherwise,
-    including any size mismatch (numpy_helper then reports it)."""
+    bytes, as numpy_helper gives) or in the type's repeated field; ModelLoadError
+    when their count does not match the dims. None for other layouts."""
     layout = _plain_layout(t)
     field = _FIELDS.get(t.data_type)
     if layout is None or (field is None and not t.raw_data):
         return None
     dtype, shape = layout
     count = int(np.prod(shape, dtype=np.int64))
+    what = f"tensor '{t.name}' ({dtype}, shape {list(shape)})"
     if t.raw_data:
+        # onnxruntime refuses these at session creation; never read past or short
         if count * dtype.itemsize != len(t.raw_data):
-            return None
+            raise ModelLoadError(
+                f"{what} has {len(t.raw_data)} bytes of raw_data; its shape needs "
+                f"{count} x {dtype.itemsize} = {count * dtype.itemsize}"
+            )
         return np.frombuffer(t.raw_data, dtype=dtype).reshape(shape)
+    if field is None:
+        return None
     data = getattr(t, field)
     if len(data) != count:
-        return None
+        raise ModelLoadError(f"{what} has {len(data)} values in {field}; its shape needs {count}")
     return np.asarray(data).astype(dtype).reshape(shape)
 
 
@@ -194,6 +201,8 @@ def tensor_to_array(t: TensorProto, base_dir: Path | None = None) -> np.ndarray:
         arr = _plain_to_array(t)
         if arr is None:
             arr = _helper_to_array(t)
+    except ModelLoadError:
+        raise
     except Exception as e:
         raise ModelLoadError(f"tensor '{t.name}': cannot decode ({e})") from e
     if t.data_type == TensorProto.STRING:

@@ -9,7 +9,7 @@ last-use bookkeeping keeps those values alive long enough.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from onnxexec.errors import InvalidGraphError, UnsupportedOpError
@@ -67,32 +67,58 @@ class GraphPlan:
 
 
 def _toposort(g: Graph, visible: set[str]) -> list[Node]:
-    """Nodes in dependency order (ONNX requires it, but some exporters don't honour it)."""
+    """Nodes in dependency order (ONNX requires it, but some exporters don't honour it).
+
+    Linear (Kahn's algorithm keyed by value name); a graph already in order comes back
+    in the same order, and a node becomes ready right after its last missing input."""
     known = set(visible) | {v.name for v in g.inputs} | set(g.initializers)
+    nodes = g.nodes
+    lacking: list[set[str]] = []
+    waiting: dict[str, list[int]] = {}  # value name -> nodes that still need it
     ordered: list[Node] = []
-    pending = list(g.nodes)
-    while pending:
-        rest = []
-        for n in pending:
-            needs = {i for i in n.inputs if i}
-            for sg in n.subgraphs():
-                needs |= sg.free_names()
-            if needs <= known:
-                ordered.append(n)
-                known.update(o for o in n.outputs if o)
-            else:
-                rest.append(n)
-        if len(rest) == len(pending):
-            n = rest[0]
-            missing = sorted({i for i in n.inputs if i} - known)
-            for sg in n.subgraphs():
-                missing += sorted(sg.free_names() - known)
-            raise InvalidGraphError(
-                f"node '{n.label}' ({n.op_type}) reads undefined value(s) {missing} "
-                "(or the graph has a cycle)"
-            )
-        pending = rest
+
+    def emit(k: int) -> None:
+        ready = [k]
+        while ready:
+            n = nodes[ready.pop()]
+            ordered.append(n)
+            for o in n.outputs:
+                if o and o not in known:
+                    known.add(o)
+                    for w in waiting.pop(o, ()):
+                        lacking[w].discard(o)
+                        if not lacking[w]:
+                            ready.append(w)
+
+    for k, n in enumerate(nodes):
+        needs = {i for i in n.inputs if i}
+        for sg in n.subgraphs():
+            needs |= sg.free_names()
+        miss = needs - known
+        lacking.append(miss)
+        for name in miss:
+            waiting.setdefault(name, []).append(k)
+        if not miss:
+            emit(k)
+    if len(ordered) < len(nodes):
+        k = next(k for k, m in enumerate(lacking) if m)
+        n = nodes[k]
+        raise InvalidGraphError(
+            f"node '{n.label}' ({n.op_type}) reads undefined value(s) {sorted(lacking[k])} "
+            "(or the graph has a cycle)"
+        )
     return ordered
+
+
+def topologically_sorted(g: Graph) -> Graph:
+    """`g` itself when its nodes are in dependency order, else `g` with them sorted.
+
+    The optimizer's passes walk nodes in list order (dead-node elimination from the
+    end), so an unsorted model has to be sorted before them, as onnxruntime does."""
+    order = _toposort(g, set())
+    if all(a is b for a, b in zip(order, g.nodes, strict=True)):
+        return g
+    return replace(g, nodes=tuple(order))
 
 
 class _Planner:

@@ -29,11 +29,13 @@ from onnxexec.runtime.model_prep import (
     save_optimized,
 )
 from onnxexec.runtime.options import ModelMetadata, NodeArg, RunOptions, SessionOptions
-from onnxexec.runtime.plan import plan_graph
+from onnxexec.runtime.ownership import OutputOwnership
+from onnxexec.runtime.plan import plan_graph, topologically_sorted
 from onnxexec.runtime.profiler import Profiler
 from onnxexec.runtime.providers import get_all_providers, get_available_providers, resolve_providers
 from onnxexec.runtime.session_api import TERMINATED, OrtSessionAPI, RunWatch
 from onnxexec.runtime.threads import set_threads
+from onnxexec.runtime.validate import validate_graph
 
 __all__ = ["InferenceSession", "get_all_providers", "get_available_providers", "get_device"]
 
@@ -121,6 +123,10 @@ class InferenceSession(OrtSessionAPI):
         # under the fused kernels changed conv summation order enough to flip the
         # ill-conditioned light/test_squeezenet case (logits ~1e10 equal to the last bit).
         set_threads(options.intra_op_num_threads, blas_threads=1 if level >= 2 else None)
+        loaded = topologically_sorted(loaded)
+        # onnx's strict inference reads the source itself: skip it when the options
+        # changed the model (initializers, dimension overrides) after reading it.
+        validate_graph(loaded, None if edits_model(options) else path_or_bytes)
         # A graph we loaded ourselves is ours: the layout passes may pack its weights
         # over their own bytes rather than next to them (peak RSS: one model, not two).
         owner = WeightOwnership() if _reloadable(path_or_bytes) else None
@@ -129,6 +135,7 @@ class InferenceSession(OrtSessionAPI):
             if options.optimized_model_filepath:  # imports onnx: only when asked
                 save_optimized(self._optimized, options.optimized_model_filepath, options)
             self._plan = plan_graph(self._optimized)
+        self._own_outputs = OutputOwnership(self._plan)
         threads.apply_pending()  # planning imported the kernels the model uses
         self._inputs = loaded.runtime_inputs()
         inits = loaded.initializers
@@ -234,9 +241,9 @@ class InferenceSession(OrtSessionAPI):
         # numba may have come in with a kernel a handler imports when run (ml_scores'
         # kernels are serial: that first run did not depend on the count); a no-op after
         threads.apply_pending()
-        if not output_names:
-            return results
-        return [results[self._out_index[n]] for n in output_names]
+        if output_names:
+            results = [results[self._out_index[n]] for n in output_names]
+        return self._own_outputs(results, feeds)
 
     def _span(self, name: str) -> Any:
         return self._profiler.span("Session", name) if self._profiler else nullcontext()

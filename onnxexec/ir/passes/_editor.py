@@ -10,6 +10,7 @@ consumers need no rewiring and the graph interface never changes.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -47,27 +48,54 @@ class GraphEditor:
         self.inits: dict[str, Any] = dict(g.initializers)
         self.graph_inputs = {v.name for v in g.inputs}
         self.graph_outputs = {v.name for v in g.outputs}
-        self.producer: dict[str, int] = {}
-        self.users: dict[str, list[int]] = {}
-        self.subgraph_reads: set[str] = set()  # names nested graphs read from this scope
-        for i, n in enumerate(self.nodes):
-            for o in n.outputs:
-                if o:
-                    self.producer[o] = i
-            for name in n.inputs:
-                if name:
-                    self.users.setdefault(name, []).append(i)
-            for sg in n.subgraphs():
-                for name in sg.free_names():
-                    self.users.setdefault(name, []).append(i)
-                    self.subgraph_reads.add(name)
-        self._names = g.defined_names() | set(g.value_info)
         self._replacements: dict[int, list[Node]] = {}
         self._removed: set[int] = set()
         self._claimed: set[int] = set()
         self._extra_opsets: dict[str, int] = {}
         self._alias: dict[str, str] = {}
         self.changed = False
+
+    # ----- indexes -------------------------------------------------------------
+    # Built on first use, once per editor (each O(nodes)): a session makes ~20 editors
+    # and many passes find nothing to match, so they never need the name set.
+    @cached_property
+    def producer(self) -> dict[str, int]:
+        """Value name -> index of the node that writes it."""
+        producer: dict[str, int] = {}
+        for i, n in enumerate(self.nodes):
+            for o in n.outputs:
+                if o:
+                    producer[o] = i
+        return producer
+
+    @cached_property
+    def _uses(self) -> tuple[dict[str, list[int]], set[str]]:
+        users: dict[str, list[int]] = {}
+        subgraph_reads: set[str] = set()
+        for i, n in enumerate(self.nodes):
+            for name in n.inputs:
+                if name:
+                    users.setdefault(name, []).append(i)
+            for sg in n.subgraphs():
+                for name in sg.free_names():
+                    users.setdefault(name, []).append(i)
+                    subgraph_reads.add(name)
+        return users, subgraph_reads
+
+    @property
+    def users(self) -> dict[str, list[int]]:
+        """Value name -> indexes of the nodes reading it (once per input slot; a node
+        whose nested graphs read it counts once more)."""
+        return self._uses[0]
+
+    @property
+    def subgraph_reads(self) -> set[str]:
+        """Names nested graphs read from this scope."""
+        return self._uses[1]
+
+    @cached_property
+    def _names(self) -> set[str]:
+        return self.g.defined_names() | set(self.g.value_info)
 
     # ----- queries -------------------------------------------------------------
     def const(self, name: str) -> np.ndarray | None:
@@ -178,10 +206,16 @@ class GraphEditor:
         self.changed = True
 
     def _resolve(self, name: str) -> str:
-        seen = 0
-        while name in self._alias and seen < 1000:
+        """The end of `name`'s alias chain. Path compression keeps a chain of 20k
+        removed Identity nodes linear (a step cap here once cut long chains short)."""
+        path: list[str] = []
+        while name in self._alias:
+            path.append(name)
             name = self._alias[name]
-            seen += 1
+            if len(path) > len(self._alias):
+                raise RuntimeError(f"alias cycle through '{name}'")
+        for p in path:
+            self._alias[p] = name
         return name
 
     def use_domain(self, domain: str, version: int = 1) -> None:

@@ -67,20 +67,32 @@ def fuse_elementwise(g: Graph) -> Graph:
     facts = facts_of(g)
     ed = GraphEditor(g)
     group: dict[int, list[Node]] = {}  # index of a chain's last node -> its nodes
+    # owner: node index -> an index on the way to its chain's last node (union-find
+    # with path halving). Relabelling every member at each merge made a 20k-node chain
+    # quadratic; every member but a chain's last was checked single-use as it joined.
     owner: dict[int, int] = {}
+
+    def head_of(k: int) -> int:
+        while owner[k] != k:
+            owner[k] = owner[owner[k]]
+            k = owner[k]
+        return k
+
     for i, n in enumerate(ed.nodes):
         if not _elementwise(n, facts):
             continue
-        chain = [n]
+        chain: list[Node] = []
         for x in dict.fromkeys(n.inputs):
             p = ed.producer.get(x)
-            if p is not None and p in owner and ed.single_use(x) and owner[p] in group:
-                head = owner[p]
-                if all(ed.n_uses(m.outputs[0]) == 1 for m in group[head]):
-                    chain = group.pop(head) + chain
+            if p is not None and p in owner and ed.single_use(x) and head_of(p) in group:
+                part = group.pop(head_of(p))
+                owner[p] = i
+                # two independent chains may go in either order: extend the longer
+                chain, part = (chain, part) if len(chain) >= len(part) else (part, chain)
+                chain.extend(part)
+        chain.append(n)
         group[i] = chain
-        for m in chain:
-            owner[ed.index(m)] = i
+        owner[i] = i
     for chain in group.values():
         if len(chain) < 2 or not ed.claim(chain):
             continue

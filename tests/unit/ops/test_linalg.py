@@ -6,6 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from onnxexec.errors import InvalidGraphError
 from tests.unit.ops._node import run_node
 
 RNG = np.random.default_rng(1)
@@ -47,10 +48,13 @@ def test_matmul_keeps_float16_and_bfloat16():
         np.testing.assert_allclose(z.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
 
 
-def test_matmul_v1_integer():
+def test_matmul_integer_from_opset_9():
     x = np.array([[1, 2], [3, 4]], np.int32)
-    (z,) = run_node("MatMul", [x, x], opset=1)
+    (z,) = run_node("MatMul", [x, x], opset=9)
     assert z.dtype == np.int32 and z.tolist() == [[7, 10], [15, 22]]
+    # MatMul-1 is float-only: onnxruntime refuses the model, so do we
+    with pytest.raises(InvalidGraphError, match=r"MatMul, opset 1.*tensor\(int32\)"):
+        run_node("MatMul", [x, x], opset=1)
 
 
 @pytest.mark.parametrize("trans_a", [0, 1])

@@ -55,7 +55,10 @@ def test_quantize_blocked_v21():
     ],
 )
 def test_quantize_small_integer_types(dtype, values):
-    (y,) = run_node("QuantizeLinear", [X, np.array(1.0, np.float32), np.array(0, dtype)], opset=21)
+    # int2 zero points exist from QuantizeLinear-25 (at 21 onnxruntime refuses the model)
+    opset = 25 if dtype == ml_dtypes.int2 else 21
+    zp = np.array(0, dtype)
+    (y,) = run_node("QuantizeLinear", [X, np.array(1.0, np.float32), zp], opset=opset)
     assert y.dtype == dtype
     assert y.astype(np.int32).tolist() == values
 
@@ -109,7 +112,8 @@ def test_dequantize_int4_and_float8():
 
 
 def test_dequantize_zero_point_type_mismatch_raises():
-    with pytest.raises(Exception, match="zero point type"):
+    # refused at session creation (type parameter T bound twice), as onnxruntime does
+    with pytest.raises(Exception, match=r"zero point type|type parameter T is bound"):
         run_node(
             "DequantizeLinear",
             [np.array([1], np.uint8), np.array(1.0, np.float32), np.array(0, np.int8)],
