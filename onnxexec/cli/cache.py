@@ -25,7 +25,7 @@ def cache() -> None:
 @verbose_option
 def info_cmd() -> None:
     """Where the store is, its permissions, size and entries per configuration."""
-    from onnxexec.kernels.objload import inventory
+    from onnxexec.runtime import kernel_store as inventory
 
     s = inventory.info()
     click.echo(f"path: {s.root}")
@@ -54,7 +54,7 @@ def info_cmd() -> None:
 @verbose_option
 def clear_cmd(stale: bool) -> None:
     """Delete the stored kernels (they are compiled again when next needed)."""
-    from onnxexec.kernels.objload import inventory
+    from onnxexec.runtime import kernel_store as inventory
 
     removed, freed = inventory.clear(stale_only=stale)
     click.echo(f"removed {removed} folders, {_size(freed)}")
