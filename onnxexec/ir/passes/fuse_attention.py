@@ -21,6 +21,7 @@ from onnxexec.ir.graph import Graph, Node
 from onnxexec.ir.passes._editor import GraphEditor
 from onnxexec.ir.passes._patterns import facts_of, is_float32, only_consumer, scalar_operand
 from onnxexec.ir.passes.shape_inference import Facts
+from onnxexec.ir.passes.symdim import broadcast_shapes
 
 D = "onnxexec"
 
@@ -114,6 +115,21 @@ def _rank4_f32(facts: dict[str, Facts], *names: str) -> bool:
     return all(is_float32(facts, n) and facts[n].rank == 4 for n in names)
 
 
+def _keeps_shape(facts: dict[str, Facts], q: str, v: str, scores: str, mask: str, y: str) -> bool:
+    """Whether the kernel's output (B, H, T, Dv) of Q's (B, H, T) is the graph's: a mask
+    or K / V that broadcasts the scores to more batches or heads is left unfused."""
+    fq, fv, fs, fy = (facts.get(n, Facts()).shape for n in (q, v, scores, y))
+    if fq is None or fv is None or fs is None or fy is None:
+        return False
+    if fy != (*fq[:3], fv[3]):
+        return False
+    fm = facts.get(mask, Facts()).shape if mask else ()
+    try:
+        return fm is not None and broadcast_shapes(fs, fm) == fs
+    except ValueError:
+        return False
+
+
 def fuse_attention(g: Graph) -> Graph:
     """`g` with attention blocks as FusedAttention nodes (`g` if none)."""
     facts = facts_of(g)
@@ -156,6 +172,8 @@ def fuse_attention(g: Graph) -> Graph:
         kt, b, k_nodes = _strip_scale(ed, qk.inputs[1])
         v = pv.inputs[1]
         if not _rank4_f32(facts, q, kt, v) or (mask and not is_float32(facts, mask)):
+            continue
+        if not _keeps_shape(facts, q, v, s_name, mask, pv.outputs[0]):
             continue
         nodes += [*scale_nodes, qk, *q_nodes, *k_nodes]
         if not ed.private(nodes, pv) or not ed.claim(nodes):

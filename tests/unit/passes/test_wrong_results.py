@@ -97,3 +97,29 @@ def test_fused_op_shape_rules_broadcast_every_input() -> None:
     facts = infer_shapes(g)
     fused = next(n for n in g.nodes if n.op_type == "FusedElementwise")
     assert facts[fused.outputs[0]].shape == (1, "seq", 56)
+
+
+def test_attention_mask_with_more_batches_stays_correct() -> None:
+    # the mask broadcasts the scores (1, 2, 4, 4) to 3 batches: the kernel's output
+    # would keep Q's batch of 1, so the pattern must stay unfused
+    m = model(
+        [
+            node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+            node("MatMul", ["q", "kt"], ["s"]),
+            node("Add", ["s", "mask"], ["sm"]),
+            node("Softmax", ["sm"], ["p"], axis=-1),
+            node("MatMul", ["p", "v"], ["y"]),
+        ],
+        [("q", [1, 2, 4, 8]), ("k", [1, 2, 4, 8]), ("v", [1, 2, 4, 8]), ("mask", [3, 1, 4, 4])],
+        ["y"],
+    )
+    feeds = {k: _randn(1, 2, 4, 8) for k in "qkv"}
+    feeds["mask"] = _randn(3, 1, 4, 4)
+    q, k, v, mk = (feeds[n].astype(np.float64) for n in ("q", "k", "v", "mask"))
+    s = q @ k.swapaxes(-1, -2) + mk
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = (p / p.sum(-1, keepdims=True)) @ v
+    for lv, (y,) in run_levels(m, feeds).items():
+        assert y.shape == (3, 2, 4, 8), lv
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5, err_msg=f"level {lv}")
+    assert "FusedAttention" not in fused_ops(m)
