@@ -35,8 +35,8 @@ _REDUCE = (
 
 
 def _bcast(facts: list[Facts]) -> tuple[Dim, ...] | None:
-    shapes = [f.shape for f in facts]
-    if not shapes or any(s is None for s in shapes):
+    shapes = [f.shape for f in facts if f.shape is not None]
+    if not shapes or len(shapes) < len(facts):
         return None
     return symdim.broadcast_shapes(*shapes)
 
