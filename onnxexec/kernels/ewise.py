@@ -60,12 +60,14 @@ def _rows(prog, consts, ins, rows_in, out, n_regs, result, r0, r1):
             elif op == 3:
                 for j in range(d):
                     y[j] = x[j] / z[j]
-            elif op == 4:
+            elif op == 4:  # np.maximum: a NaN on either side gives NaN
                 for j in range(d):
-                    y[j] = max(x[j], z[j])
+                    a, c = x[j], z[j]
+                    y[j] = a if (a >= c) | (a != a) else c
             elif op == 5:
                 for j in range(d):
-                    y[j] = min(x[j], z[j])
+                    a, c = x[j], z[j]
+                    y[j] = a if (a <= c) | (a != a) else c
             elif op == 10:
                 for j in range(d):
                     y[j] = -x[j]

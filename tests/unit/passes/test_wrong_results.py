@@ -123,3 +123,22 @@ def test_attention_mask_with_more_batches_stays_correct() -> None:
         assert y.shape == (3, 2, 4, 8), lv
         np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5, err_msg=f"level {lv}")
     assert "FusedAttention" not in fused_ops(m)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_fused_max_min_propagate_nan(op: str) -> None:
+    # found by the differential harness: the fused chain's Max(c, NaN) returned c
+    m = model(
+        [node("Sqrt", ["x"], ["r"]), node(op, ["c", "r"], ["m"]), node("Neg", ["m"], ["y"])],
+        [("x", [3, 4])],
+        ["y"],
+        {"c": _randn(3, 4)},
+    )
+    x = _randn(3, 4)  # negative entries: Sqrt gives NaN
+    c = np.frombuffer(m.graph.initializer[0].raw_data, np.float32).reshape(3, 4)
+    with np.errstate(invalid="ignore"):
+        ref = -getattr(np, "maximum" if op == "Max" else "minimum")(c, np.sqrt(x))
+    assert np.isnan(ref).any()
+    for lv, (y,) in run_levels(m, {"x": x}).items():
+        np.testing.assert_array_equal(y, ref, err_msg=f"level {lv}")
+    assert "FusedElementwise" in fused_ops(m)
