@@ -11,6 +11,7 @@ import pytest
 
 from onnxexec.runtime import shape_check
 from tests.differential._harness import STATS
+from tests.differential._suites import SUITE_STATS
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +26,8 @@ def _check_shapes() -> Iterator[None]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if STATS:
+    stats = STATS + SUITE_STATS
+    if stats:
         terminalreporter.section("differential (level 0 vs 1, 2, 99)")
-        for k in sorted(STATS):
-            terminalreporter.write_line(f"{k}: {STATS[k]}")
+        for k in sorted(stats):
+            terminalreporter.write_line(f"{k}: {stats[k]}")

@@ -171,7 +171,20 @@ def _attention_feeds() -> dict[str, np.ndarray]:
     return {"q": q, "k": k, "v": v, "mask": mask}
 
 
+EXP_X = c([[-np.inf, -200, -87, -1, 0, 1, 88, 88.5, 88.7228, 88.7229, 89, np.inf, np.nan]])
+
+
+def _exp_chain() -> ModelProto:
+    # the fused chain's vectorized exp saturated at exp(88) (finite) where Exp is inf
+    return model(
+        [node("Exp", ["x"], ["e"]), node("Abs", ["e"], ["y"])],
+        [("x", EXP_X.shape)],
+        ["y"],
+    )
+
+
 CASES = {
+    "exp_chain": (_exp_chain, lambda: {"x": EXP_X}, "FusedElementwise"),
     "layernorm_op": (_layernorm_op, lambda: {"x": ROWS}, "FusedLayerNorm"),
     "layernorm_div": (lambda: _layernorm_decomposed(False), lambda: {"x": ROWS}, "FusedLayerNorm"),
     "layernorm_recip": (lambda: _layernorm_decomposed(True), lambda: {"x": ROWS}, "FusedLayerNorm"),
