@@ -27,9 +27,13 @@ D = "onnxexec"
 
 
 def _strip_scale(ed: GraphEditor, name: str) -> tuple[str, float, list[Node]]:
-    """Follow Mul / Div by scalar constants back from `name`: (source, factor, nodes)."""
+    """Follow one Mul / Div by a scalar constant back from `name`: (source, factor, nodes).
+
+    One only, and only on the scores: the kernel scales Q K^T once, so scales of Q and K
+    (or several on the scores) would be folded into one product, which overflows where
+    the graph's separately rounded ones do not (Q * a and K^T * b stay graph nodes)."""
     factor, nodes = 1.0, []
-    while True:
+    while not nodes:
         n = ed.producer_op(name, "Mul", "Div")
         s = scalar_operand(ed, n) if n is not None else None
         if s is None or not ed.single_use(name) or s[1] == 0.0:
@@ -39,6 +43,7 @@ def _strip_scale(ed: GraphEditor, name: str) -> tuple[str, float, list[Node]]:
         factor *= s[1] if n.op_type == "Mul" else 1.0 / s[1]
         nodes.append(n)
         name = s[0]
+    return name, factor, nodes
 
 
 def _repeat_kv_source(ed: GraphEditor, facts: dict[str, Facts], name: str) -> str | None:
@@ -168,8 +173,8 @@ def fuse_attention(g: Graph) -> Graph:
         qk = ed.producer_op(s0, "MatMul")
         if qk is None or not ed.single_use(s0):
             continue
-        q, a, q_nodes = _strip_scale(ed, qk.inputs[0])
-        kt, b, k_nodes = _strip_scale(ed, qk.inputs[1])
+        q, a, q_nodes = qk.inputs[0], 1.0, []  # see _strip_scale
+        kt, b, k_nodes = qk.inputs[1], 1.0, []
         v = pv.inputs[1]
         if not _rank4_f32(facts, q, kt, v) or (mask and not is_float32(facts, mask)):
             continue

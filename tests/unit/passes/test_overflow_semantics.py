@@ -183,7 +183,30 @@ def _exp_chain() -> ModelProto:
     )
 
 
+def _attention_scaled_qk() -> ModelProto:
+    # Q and K^T scaled separately (torch's SDPA export): Q K^T alone overflows
+    return model(
+        [
+            node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+            node("Mul", ["q", "s"], ["qs"]),
+            node("Mul", ["kt", "s"], ["ks"]),
+            node("MatMul", ["qs", "ks"], ["sc"]),
+            node("Softmax", ["sc"], ["p"], axis=-1),
+            node("MatMul", ["p", "v"], ["y"]),
+        ],
+        [("q", [1, 1, 2, 1]), ("k", [1, 1, 2, 1]), ("v", [1, 1, 2, 1])],
+        ["y"],
+        {"s": c(0.01)},
+    )
+
+
+def _scaled_qk_feeds() -> dict[str, np.ndarray]:
+    q = c([1e20, np.nan]).reshape(1, 1, 2, 1)
+    return {"q": q, "k": c([1e19, 1.0]).reshape(1, 1, 2, 1), "v": c([2.0, 3.0]).reshape(1, 1, 2, 1)}
+
+
 CASES = {
+    "attention_scaled_qk": (_attention_scaled_qk, _scaled_qk_feeds, "FusedAttention"),
     "exp_chain": (_exp_chain, lambda: {"x": EXP_X}, "FusedElementwise"),
     "layernorm_op": (_layernorm_op, lambda: {"x": ROWS}, "FusedLayerNorm"),
     "layernorm_div": (lambda: _layernorm_decomposed(False), lambda: {"x": ROWS}, "FusedLayerNorm"),
