@@ -87,6 +87,7 @@ def run_differential(subs: Sequence[Sub], opset: int) -> None:
                 try:
                     compare(f"level {lv} output {name}", got, r, owner[name].tol)
                 except AssertionError as e:
+                    STATS["mismatches"] += 1
                     raise AssertionError(f"{e}\n{describe(owner[name], fd)}") from None
             if lv >= 2:
                 _fusions(sess, subs)

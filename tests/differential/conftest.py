@@ -27,6 +27,8 @@ def _check_shapes() -> Iterator[None]:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     stats = STATS + SUITE_STATS
+    if STATS["graphs"]:
+        stats["mismatches"] = STATS["mismatches"]  # shown even when 0
     if stats:
         terminalreporter.section("differential (level 0 vs 1, 2, 99)")
         for k in sorted(stats):
