@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tests.differential._gen_elementwise import elementwise
 from tests.differential._gen_linear import linear
 from tests.differential._gen_patterns import attention, gelu, norm
+from tests.differential._gen_rope import rope
 from tests.differential._harness import run_differential
 
 SEED = os.environ.get("ONNXEXEC_DIFF_SEED")
@@ -30,6 +31,7 @@ FAMILIES = {
     "norm": norm,
     "gelu": gelu,
     "attention": attention,
+    "rope": rope,
 }
 
 
