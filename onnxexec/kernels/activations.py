@@ -55,16 +55,16 @@ def act_row(row, code, a, b, tmp, scratch):
                 p = f32(1.0) + tanh32(f32(_SQRT_2_OVER_PI) * (v + f32(0.044715) * v * v * v))
             row[j] = first * v * p * second
     elif code == 4 or code == 5:
+        # sigmoid as ops/activation.py computes it: e / (1 + e), e = exp(x), for x < 0
+        # (no underflow to 0 before exp(x) does); SiLU as the graph's x * Sigmoid(x)
         t = tmp[:w]
         for j in range(w):
-            t[j] = -row[j]
+            t[j] = -abs(row[j])
         exp_row(t, t, scratch)
-        if code == 4:
-            for j in range(w):
-                row[j] = f32(1.0) / (f32(1.0) + t[j])
-        else:
-            for j in range(w):
-                row[j] = row[j] / (f32(1.0) + t[j])
+        for j in range(w):
+            v, e = row[j], t[j]
+            s = f32(1.0) / (f32(1.0) + e) if v >= f32(0.0) else e / (f32(1.0) + e)
+            row[j] = s if code == 4 else v * s
     elif code == 6:
         for j in range(w):
             v = row[j]

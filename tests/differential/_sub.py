@@ -27,7 +27,7 @@ class Sub:
     tol: tuple[float, float] = EXACT  # (rtol, atol) against level 0
     must: set[str] = field(default_factory=set)  # fused ops at levels >= 2
     must_not: set[str] = field(default_factory=set)
-    opset: int = 17  # the least opset its nodes need
+    opset: int = 17  # the model's opset (ReduceMean takes axes as an input from 18)
 
     def name(self, s: str) -> str:
         return f"{self.prefix}{s}"

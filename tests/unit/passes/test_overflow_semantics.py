@@ -205,7 +205,38 @@ def _scaled_qk_feeds() -> dict[str, np.ndarray]:
     return {"q": q, "k": c([1e19, 1.0]).reshape(1, 1, 2, 1), "v": c([2.0, 3.0]).reshape(1, 1, 2, 1)}
 
 
+SIG_X = c([[-103.0, -100, -95, -90, -88, -50, -1, 0, 3, 100, np.inf, np.nan]])
+
+
+def _sigmoid_ratio() -> ModelProto:
+    # sigmoid(x) * 1e38 is ~0.6 at x = -88: the fused sigmoid must not underflow to 0
+    # before the unfused one does (x > -103: subnormal results)
+    return model(
+        [node("Sigmoid", ["x"], ["s"]), node("Mul", ["s", "big"], ["y"])],
+        [("x", SIG_X.shape)],
+        ["y"],
+        {"big": c(1e38)},
+    )
+
+
+def _silu_matmul() -> ModelProto:
+    # the SiLU epilogue of FusedMatMul: x * Sigmoid(x), as the graph writes it
+    return model(
+        [
+            node("MatMul", ["x0", "w"], ["x"]),
+            node("Sigmoid", ["x"], ["s"]),
+            node("Mul", ["x", "s"], ["m"]),
+            node("Div", ["m", "x"], ["y"]),
+        ],
+        [("x0", [SIG_X.size, 1])],
+        ["y"],
+        {"w": c([[1.0]])},
+    )
+
+
 CASES = {
+    "sigmoid_ratio": (_sigmoid_ratio, lambda: {"x": SIG_X}, "FusedElementwise"),
+    "silu_matmul": (_silu_matmul, lambda: {"x0": SIG_X.reshape(-1, 1)}, "FusedMatMul"),
     "attention_scaled_qk": (_attention_scaled_qk, _scaled_qk_feeds, "FusedAttention"),
     "exp_chain": (_exp_chain, lambda: {"x": EXP_X}, "FusedElementwise"),
     "layernorm_op": (_layernorm_op, lambda: {"x": ROWS}, "FusedLayerNorm"),
@@ -226,7 +257,22 @@ CASES = {
 }
 
 
+def _sigmoid64(x: np.ndarray) -> np.ndarray:
+    """float64 sigmoid rounded to float32 (subnormal where float32 has it)."""
+    x = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        e = np.exp(-np.abs(x))
+        return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(np.float32)
+
+
 def _oracle(case: str, m: ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    if case in ("sigmoid_ratio", "silu_matmul"):
+        # onnxruntime's logistic clamps x to [-18, 18] (no 0 below): the spec's sigmoid
+        # in float64, rounded to float32, is the oracle here
+        x = next(iter(feeds.values()))
+        s = _sigmoid64(x)
+        with np.errstate(all="ignore"):
+            return [s * c(1e38) if case == "sigmoid_ratio" else (x * s) / x]
     if case == "layernorm_op":
         # onnxruntime's LayerNormalization kernel sums x in a wider type (a float32 sum
         # that overflows gives it a finite mean); the spec's reference sums in float32
