@@ -144,6 +144,68 @@ def bert(size: str) -> ModelSpec:
     )
 
 
+class SentenceEmbeddingWrapper(nn.Module):
+    """sentence-transformers' MiniLM recipe: mean of the token states under the
+    attention mask, L2-normalized."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        h = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        m = attention_mask.unsqueeze(-1).to(h.dtype)  # (B, T, 1)
+        pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)  # (B, D)
+        return nn.functional.normalize(pooled, p=2.0, dim=1)
+
+
+def bert_base(size: str) -> ModelSpec:
+    """BERT-base's layer shapes (hidden 768, 12 heads, FFN 3072); at "tiny" 2 layers,
+    a 1024-token vocabulary and seq 32, so the export takes seconds."""
+    import transformers
+
+    full = size != "tiny"
+    cfg = transformers.BertConfig(
+        vocab_size=30522 if full else 1024,
+        num_hidden_layers=12 if full else 2,
+        max_position_embeddings=512 if full else 64,
+    )
+    spec = bert(size)
+    spec.name, spec.module, spec.seq = (
+        "bert_base",
+        BertWrapper(transformers.BertModel(cfg)),
+        128 if full else 32,
+    )
+    spec.make_inputs = text_inputs(spec.input_names, cfg.vocab_size)
+    return spec
+
+
+def minilm(size: str) -> ModelSpec:
+    """all-MiniLM-L6-v2's shapes (6 layers, hidden 384, 12 heads, FFN 1536) as a
+    sentence-embedding export; at "tiny" a 1024-token vocabulary and seq 32."""
+    import transformers
+
+    full = size != "tiny"
+    cfg = transformers.BertConfig(
+        vocab_size=30522 if full else 1024,
+        hidden_size=384,
+        num_hidden_layers=6,
+        num_attention_heads=12,
+        intermediate_size=1536,
+        max_position_embeddings=512 if full else 64,
+    )
+    names = ("input_ids", "attention_mask")
+    return ModelSpec(
+        "minilm",
+        SentenceEmbeddingWrapper(transformers.BertModel(cfg)),
+        names,
+        ("sentence_embedding",),
+        {**dict.fromkeys(names, _BT), "sentence_embedding": _B},
+        text_inputs(names, cfg.vocab_size),
+        128 if full else 32,
+    )
+
+
 def gpt2(size: str) -> ModelSpec:
     import transformers
 
@@ -278,9 +340,17 @@ FACTORIES: dict[str, Callable[[str], ModelSpec]] = {
 }
 
 
+# Built only when asked for (--only): exports the parity tests check at every
+# optimization level, not part of the default set the benchmarks build.
+EXTRA_FACTORIES: dict[str, Callable[[str], ModelSpec]] = {
+    "bert_base": bert_base,
+    "minilm": minilm,
+}
+
+
 def make_spec(name: str, size: str, seed: int = 0) -> ModelSpec:
     """Seeded construction: the same (name, size, seed) always gives the same weights."""
     torch.manual_seed(seed)
-    spec = FACTORIES[name](size)
+    spec = (FACTORIES | EXTRA_FACTORIES)[name](size)
     spec.module.eval()
     return spec

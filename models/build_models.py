@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import onnx
 from _onnx_export import EXPORTERS, export, max_abs_diff_onnxruntime, torch_outputs
-from _specs import FACTORIES, ModelSpec, make_spec
+from _specs import EXTRA_FACTORIES, FACTORIES, ModelSpec, make_spec
 
 MANIFEST = "manifest.json"
 
@@ -63,8 +63,9 @@ def parse_only(items: list[str], exporters: tuple[str, ...], opset: int | None) 
     for item in items or list(FACTORIES):
         name, _, rest = item.partition(":")
         exp, _, op = rest.partition("@")
-        if name not in FACTORIES:
-            raise SystemExit(f"unknown model {name!r}; choose from {sorted(FACTORIES)}")
+        if name not in FACTORIES and name not in EXTRA_FACTORIES:
+            known = sorted(FACTORIES | EXTRA_FACTORIES)
+            raise SystemExit(f"unknown model {name!r}; choose from {known}")
         if exp and exp not in EXPORTERS:
             raise SystemExit(f"unknown exporter {exp!r} in {item!r}; choose from {EXPORTERS}")
         if op and not op.isdigit():

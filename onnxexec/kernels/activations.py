@@ -4,7 +4,8 @@
 a C-contiguous 2-D float32 array, so a thread can finish the slab of a matmul it
 just computed while it is still in cache. Codes are the ACT table below; alpha /
 beta are the activation's attributes (LeakyRelu alpha, Clip min / max, HardSigmoid
-alpha / beta). The numpy reference is `epilogue_reference`.
+alpha / beta; Gelu / GeluTanh alpha 1: x * (1 + erf) before the 0.5). The numpy
+reference is `epilogue_reference`.
 """
 
 from __future__ import annotations
@@ -42,26 +43,28 @@ def act_row(row, code, a, b, tmp, scratch):
     if code == 1:
         for j in range(w):
             row[j] = max(row[j], f32(0.0))
-    elif code == 2:
+    elif code == 2 or code == 3:
+        # a != 0: the graph rounds x * (1 + erf) before halving it, which is inf for
+        # x > float32 max / 2 (the usual export); else 0.5 * x first (Gelu-20's spec)
+        first, second = (f32(1.0), f32(0.5)) if a != f32(0.0) else (f32(0.5), f32(1.0))
         for j in range(w):
             v = row[j]
-            row[j] = f32(0.5) * v * (f32(1.0) + erf32(v * f32(_SQRT1_2)))
-    elif code == 3:
-        for j in range(w):
-            v = row[j]
-            u = f32(_SQRT_2_OVER_PI) * (v + f32(0.044715) * v * v * v)
-            row[j] = f32(0.5) * v * (f32(1.0) + tanh32(u))
+            if code == 2:
+                p = f32(1.0) + erf32(v * f32(_SQRT1_2))
+            else:
+                p = f32(1.0) + tanh32(f32(_SQRT_2_OVER_PI) * (v + f32(0.044715) * v * v * v))
+            row[j] = first * v * p * second
     elif code == 4 or code == 5:
+        # sigmoid as ops/activation.py computes it: e / (1 + e), e = exp(x), for x < 0
+        # (no underflow to 0 before exp(x) does); SiLU as the graph's x * Sigmoid(x)
         t = tmp[:w]
         for j in range(w):
-            t[j] = -row[j]
+            t[j] = -abs(row[j])
         exp_row(t, t, scratch)
-        if code == 4:
-            for j in range(w):
-                row[j] = f32(1.0) / (f32(1.0) + t[j])
-        else:
-            for j in range(w):
-                row[j] = row[j] / (f32(1.0) + t[j])
+        for j in range(w):
+            v, e = row[j], t[j]
+            s = f32(1.0) / (f32(1.0) + e) if v >= f32(0.0) else e / (f32(1.0) + e)
+            row[j] = s if code == 4 else v * s
     elif code == 6:
         for j in range(w):
             v = row[j]
@@ -188,4 +191,7 @@ def epilogue_reference(
         9: lambda: np.tanh(v),
         10: lambda: np.clip(v * alpha + beta, 0.0, 1.0),
     }[code]()
+    if code in (2, 3) and alpha:  # x * (1 + erf) rounded to float32 first (act_row)
+        wide = np.abs(out) > np.finfo(np.float32).max / 2
+        out = np.where(wide, np.copysign(np.inf, out), out)
     return out.astype(y.dtype)

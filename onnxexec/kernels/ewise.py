@@ -60,12 +60,14 @@ def _rows(prog, consts, ins, rows_in, out, n_regs, result, r0, r1):
             elif op == 3:
                 for j in range(d):
                     y[j] = x[j] / z[j]
-            elif op == 4:
+            elif op == 4:  # np.maximum: a NaN on either side gives NaN
                 for j in range(d):
-                    y[j] = max(x[j], z[j])
+                    a, c = x[j], z[j]
+                    y[j] = a if (a >= c) | (a != a) else c
             elif op == 5:
                 for j in range(d):
-                    y[j] = min(x[j], z[j])
+                    a, c = x[j], z[j]
+                    y[j] = a if (a <= c) | (a != a) else c
             elif op == 10:
                 for j in range(d):
                     y[j] = -x[j]
@@ -75,12 +77,13 @@ def _rows(prog, consts, ins, rows_in, out, n_regs, result, r0, r1):
             elif op == 12:
                 for j in range(d):
                     y[j] = max(x[j], f32(0.0))
-            elif op == 13:
+            elif op == 13:  # ops/activation.py's form: e / (1 + e) for x < 0
                 for j in range(d):
-                    y[j] = -x[j]
+                    y[j] = -abs(x[j])
                 exp_row(y, y, scratch)
                 for j in range(d):
-                    y[j] = f32(1.0) / (f32(1.0) + y[j])
+                    e = y[j]
+                    y[j] = f32(1.0) / (f32(1.0) + e) if x[j] >= f32(0.0) else e / (f32(1.0) + e)
             elif op == 14:
                 for j in range(d):
                     y[j] = tanh32(x[j])

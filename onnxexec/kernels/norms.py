@@ -6,10 +6,17 @@ Statistics are accumulated in float64 from the float32 row (two passes: mean, th
 the centred sum of squares), so they are as good as the float32 inputs allow; the
 normalized row is written in float32. The sums are kernels/reduce.py's vectorized ones
 (a plain float64 `acc +=` loop is one scalar dependency chain, ~5x slower).
+
+The wider sums must not hide an overflow the graph they replace computes: the spec's
+LayerNormalization (stash_type 1), its decomposition and onnxruntime sum in float32,
+so a row whose float32 sum (or sum of squares) exceeds float32's range has an infinite
+mean (variance) there. Such a row gets exactly that inf here: y = d / inf = 0 (or NaN).
 Reference: `layer_norm_reference` below.
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 import numba as nb
 import numpy as np
@@ -18,6 +25,7 @@ from onnxexec.kernels.parallel import parallel_for
 from onnxexec.kernels.reduce import row_sum, row_sumsq
 
 f32 = np.float32
+_F32_MAX: Final = float(np.finfo(np.float32).max)
 _DUMMY = np.zeros((1, 1), dtype=np.float32)
 _DUMMY1 = np.zeros(1, dtype=np.float32)
 
@@ -61,8 +69,13 @@ def _layer_norm_rows(
         if has_skip_bias:
             for j in range(d):
                 s[j] += skip_bias[j]
-        mean = 0.0 if rms else row_sum(s) / d
+        total = 0.0 if rms else row_sum(s)
+        mean = total / d
+        if abs(total) > _F32_MAX:  # float32's sum is inf: so is the unfused graph's mean
+            mean = np.inf if total > 0 else -np.inf
         sq = row_sumsq(s, mean)
+        if sq > _F32_MAX:  # float32's sum of squares overflows: variance inf, y 0 or NaN
+            sq = np.inf
         inv = f32(1.0 / np.sqrt(sq / d + eps))
         m = f32(mean)
         yr = y[r]

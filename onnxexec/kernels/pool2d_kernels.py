@@ -167,7 +167,9 @@ def _max2d_indices(x, geo, column_major, out, idx, p0, p1):
                     for b in range(blo, bhi):
                         v = xp[r, wb + b * dw]
                         t = a * kw + b
-                        if t == 0 or v > best:
+                        # a NaN beats any number (first NaN wins): NaN propagates on
+                        # every max pool path, as np.maximum does (ops/pool.py)
+                        if t == 0 or v > best or (v != v and best == best):
                             best = v
                             arg = t
                 ta, tb = arg // kw, arg % kw

@@ -18,11 +18,16 @@ math.tanh.
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 
 from onnxexec.kernels import objload as nb
 
 f32 = np.float32
+# the largest float32 x with a finite exp(x) (log of float32 max, rounded down)
+_EXP_MAX: Final = np.float32(88.72283935546875)
+_TWO_M64: Final = np.float32(2.0**-64)
 
 
 @nb.njit(inline="always", cache=True)
@@ -66,13 +71,13 @@ def tanh32(x):
 def exp_row(src, dst, scratch):
     """dst[i] = exp(src[i]) over 1-D float32 rows; scratch is an int32 row as long.
 
-    src and dst may be the same array. Inputs below -87 (and -inf) give exactly 0,
-    above 88 give ~exp(88) (finite), like a saturating expf.
+    src and dst may be the same array. As numpy's exp: subnormal results down to
+    exp(-103.97), 0 below (and for -inf), inf above log(float32 max), NaN for NaN.
     """
     n = src.shape[0]
     for i in range(n):
         v0 = src[i]
-        v = min(max(v0, f32(-87.0)), f32(88.0))
+        v = min(max(v0, f32(-104.0)), _EXP_MAX)
         # round(v / ln2) with the 1.5 * 2**23 trick, then v - k ln2 in two parts
         kf = (v * f32(1.4426950408889634) + f32(12582912.0)) - f32(12582912.0)
         r = v - kf * f32(0.693359375) + kf * f32(2.12194440e-4)
@@ -82,9 +87,14 @@ def exp_row(src, dst, scratch):
         p = p * r + f32(4.1665795894e-2)
         p = p * r + f32(1.6666665459e-1)
         p = p * r + f32(5.0000001201e-1)
-        dst[i] = p * r * r + r + f32(1.0)
-        bits = (np.int32(kf) + np.int32(127)) << np.int32(23)
-        scratch[i] = bits if v0 >= f32(-87.0) else np.int32(0)
+        k = np.int32(kf)
+        top = np.int32(k > np.int32(127))  # 2**128 has no float32: 2 * 2**127
+        low = np.int32(k < np.int32(-126))  # 2**k subnormal: 2**-64 * 2**(k + 64)
+        scale = (f32(1.0) + f32(top)) * (f32(1.0) - f32(low) + f32(low) * _TWO_M64)
+        dst[i] = (p * r * r + r + f32(1.0)) * scale
+        bits = (k - top + np.int32(64) * low + np.int32(127)) << np.int32(23)
+        bits = np.int32(0x7F800000) if v0 > _EXP_MAX else bits  # overflow: * inf
+        scratch[i] = bits if v0 >= f32(-104.0) else np.int32(0)
     pow2 = scratch[:n].view(np.float32)
     for i in range(n):
         dst[i] *= pow2[i]

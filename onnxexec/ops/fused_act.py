@@ -13,15 +13,26 @@ F32 = np.dtype(np.float32)
 
 @op("FusedGelu", 1, domain="onnxexec")
 def fused_gelu(
-    x: np.ndarray, bias: np.ndarray | None = None, *, approximate: str = "none"
+    x: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    approximate: str = "none",
+    product_first: int = 0,
 ) -> np.ndarray:
-    """Gelu(X + bias); approximate 'none' (erf) or 'tanh'; bias (D,) on the last axis."""
+    """Gelu(X + bias); approximate 'none' (erf) or 'tanh'; bias (D,) on the last axis.
+
+    product_first: the matched graph rounds x * (1 + erf(.)) before halving it, so the
+    result is inf where that product overflows (x > float32 max / 2), as there."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"FusedGelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     code = ACT["Gelu" if approximate == "none" else "GeluTanh"]
-    if x.dtype == F32 and x.ndim >= 1 and x.size and (bias is None or bias.dtype == F32):
+    a = float(bool(product_first))
+    d = x.shape[-1] if x.ndim else 0
+    vec = bias is None or (bias.dtype == F32 and bias.shape == (d,))  # what the kernel reads
+    if x.dtype == F32 and x.ndim >= 1 and x.size and vec:
         y = np.array(x, dtype=np.float32, order="C")
-        b = None if bias is None else np.ascontiguousarray(bias).reshape(-1)
-        epilogue(y.reshape(-1, y.shape[-1]), 0, y.shape[-1], b, code)
+        epilogue(y.reshape(-1, d), 0, d, bias, code, a)
         return y
-    return epilogue_reference(x if bias is None else x + bias, None, code)
+    if x.dtype == F32 and x.size and bias is not None and bias.dtype == F32:
+        return fused_gelu(x + bias, approximate=approximate, product_first=product_first)
+    return epilogue_reference(x if bias is None else x + bias, None, code, a)

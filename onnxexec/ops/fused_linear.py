@@ -68,23 +68,25 @@ def fused_matmul(
     """act(A @ B' + bias): numpy matmul broadcasting, B' = B or (transB) B with its last
     two axes swapped, bias broadcast along the last axis. packed = N: B is a (K, N)
     weight packed by pass pack_weights (kernels/sgemm_packed.py)."""
+    # The kernels read bias[j] for every output column j: only an exact (N,) float32
+    # vector may go to them; any other bias takes numpy's broadcasting below.
+    n = packed or (0 if b.ndim < 2 else b.shape[-2] if transB else b.shape[-1])
+    vec = bias is None or (bias.dtype == F32 and bias.shape == (n,))
     if packed:
-        if a.dtype == F32 and a.ndim >= 1 and (bias is None or bias.dtype == F32):
-            bb = None if bias is None else bias.reshape(-1)
-            return linear_packed(a, b, packed, bb, _code(activation), alpha, beta)
+        if a.dtype == F32 and a.ndim >= 1 and vec:
+            return linear_packed(a, b, packed, bias, _code(activation), alpha, beta)
         b = unpack(b, packed)
     w = np.swapaxes(b, -1, -2) if transB else b
-    fast = a.dtype == F32 and w.dtype == F32 and (bias is None or bias.dtype == F32)
-    if fast and w.ndim == 2 and a.ndim >= 1 and (bias is None or bias.size == w.shape[1]):
-        bb = None if bias is None else bias.reshape(-1)
-        return linear(a, w, bb, _code(activation), alpha, beta)
+    fast = a.dtype == F32 and w.dtype == F32
+    if fast and vec and w.ndim == 2 and a.ndim >= 1:
+        return linear(a, w, bias, _code(activation), alpha, beta)
     if fast and a.ndim >= 3 and w.ndim >= 3:
         y = batched(a, w)
     else:
         y = np.matmul(a, w)
     if bias is not None:
-        y += bias  # y is fresh; bias broadcasts along the last axis only (pass contract)
-    return activate(y, activation, alpha, beta)
+        y = y + bias  # not in place: a bias may broadcast y to a larger shape
+    return activate(np.ascontiguousarray(y), activation, alpha, beta)
 
 
 @op("FusedMatMulGroup", 1, domain=D)
@@ -104,15 +106,16 @@ def fused_matmul_group(
     B (K, N) the column-wise concatenation of the members' weights, the activation on
     the first `activated` members only; output i is column block i of y (splits[i]
     wide), a view into y. packed = N: B packed by pass pack_weights."""
-    if packed and not (a.dtype == F32 and a.ndim and (bias is None or bias.dtype == F32)):
-        b, packed = unpack(b, packed), 0
     n = packed or (b.shape[1] if b.ndim == 2 else -1)
+    vec = bias is None or (bias.dtype == F32 and bias.shape == (n,))  # what the kernels read
+    if packed and not (a.dtype == F32 and a.ndim and vec):
+        b, packed = unpack(b, packed), 0
     if sum(splits) != n or activated > len(splits):
         raise ValueError(f"FusedMatMulGroup: weight {list(b.shape)} does not match {splits}")
     edges = np.concatenate([[0], np.cumsum(splits)]).tolist()
     act_hi = edges[activated]
     code = _code(activation) if activated else 0
-    if a.dtype == F32 and b.dtype == F32 and (bias is None or bias.dtype == F32) and a.ndim:
+    if a.dtype == F32 and b.dtype == F32 and vec and a.ndim:
         if packed:
             y = linear_packed(a, b, n, bias, code, alpha, beta, act_cols=(0, act_hi))
         else:

@@ -15,9 +15,17 @@ D = "onnxexec"
 F32 = np.dtype(np.float32)
 
 
+def _last_axis(v: np.ndarray | None, d: int) -> np.ndarray | None:
+    """A scale / bias broadcast to the kernel's (D,): LayerNormalization allows any shape
+    that broadcasts to the normalized axis, such as [1]."""
+    return v if v is None or v.shape == (d,) else np.broadcast_to(v, (d,))
+
+
 def _norm(x, scale, bias, skip, skip_bias, epsilon, rms, outputs_used):
     keep = len(outputs_used) > 1 and outputs_used[1]
     if x.dtype == F32 and x.ndim >= 1 and x.shape[-1] > 0:
+        d = x.shape[-1]
+        scale, bias, skip_bias = (_last_axis(v, d) for v in (scale, bias, skip_bias))
         y, s = layer_norm(x, scale, bias, skip, skip_bias, epsilon, rms, keep)
         return y, s
     s = x if skip is None else x + skip

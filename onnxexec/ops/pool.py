@@ -2,6 +2,11 @@
 
 Each pool is a loop over the few kernel taps of a strided window view, each step a
 vectorized elementwise op over every output position (no per-pixel Python loops).
+
+NaN in a max pool window: the result is NaN (and Indices points at the window's first
+NaN), as np.maximum / np.max and onnx's reference implementation compute it, on every
+path (this numpy one, kernels/pool2d.py's numba loops and its native pool job).
+onnxruntime's CPU kernels skip NaN instead; a NaN never silently becomes a number here.
 """
 
 from __future__ import annotations
@@ -126,6 +131,8 @@ def max_pool_numpy(
             continue
         if arg is not None:
             better = slab > best  # strict: the first maximum in tap order wins
+            if slab.dtype.kind == "f":  # and the first NaN beats every number
+                better |= np.isnan(slab) & ~np.isnan(best)
             arg[better] = t
             np.copyto(best, slab, where=better)
         else:

@@ -11,6 +11,7 @@ import numpy as np
 
 from onnxexec.errors import NodeExecutionError, OnnxExecError
 from onnxexec.ir.graph import Graph
+from onnxexec.runtime import shape_check
 from onnxexec.runtime.plan import GraphPlan, Step
 from onnxexec.runtime.threads import begin_run, end_run
 
@@ -101,10 +102,11 @@ def execute(
             vals[s] = outer[name]
     # Debug logging only shows when the "onnxexec" logger takes DEBUG records.
     debug = _debug_level() if log.isEnabledFor(logging.DEBUG) else 0
+    check = shape_check.checker_for(plan) if outer is None and shape_check.enabled() else None
     run = begin_run()
     try:
-        if debug or profiler is not None:
-            _run_instrumented(plan, vals, debug, profiler)
+        if debug or profiler is not None or check is not None:
+            _run_instrumented(plan, vals, debug, profiler, check)
         else:
             _run(plan, vals)
     finally:
@@ -140,7 +142,13 @@ def _run(plan: GraphPlan, vals: list[Any]) -> None:
         raise _fail(step, vals, e) from e
 
 
-def _run_instrumented(plan: GraphPlan, vals: list[Any], debug: int, profiler: Any) -> None:
+def _run_instrumented(
+    plan: GraphPlan,
+    vals: list[Any],
+    debug: int,
+    profiler: Any,
+    check: shape_check.Checker | None = None,
+) -> None:
     for step in plan.steps:
         n = step.node
         if debug >= 2:
@@ -154,6 +162,8 @@ def _run_instrumented(plan: GraphPlan, vals: list[Any], debug: int, profiler: An
                     _store(step, vals, _call(step, vals))
             else:
                 _store(step, vals, _call(step, vals))
+            if check is not None:  # ONNXEXEC_CHECK_SHAPES: inferred == produced
+                check(step, vals)
         except Exception as e:
             raise _fail(step, vals, e) from e
         if debug >= 2:

@@ -86,3 +86,15 @@ def last_axis_vector(v: np.ndarray, n: int) -> np.ndarray | None:
     if v.size == 1:
         return np.full(n, v.reshape(-1)[0], dtype=v.dtype)
     return None
+
+
+def vector_input(ed: GraphEditor, name: str, vec: np.ndarray, tag: str) -> str:
+    """A value holding `vec` exactly as the (n,) array it is: `name` itself when that
+    constant already has this shape, else a new constant.
+
+    Fused kernels index a bias / scale as `b[j]` for j < n: handing them the original
+    `[1]` or `(1, n)` constant instead of the expanded vector reads past its end."""
+    c = ed.const(name)
+    if c is not None and c.shape == vec.shape and c.dtype == vec.dtype and np.array_equal(c, vec):
+        return name
+    return ed.add_const(f"{name}__{tag}", np.ascontiguousarray(vec))

@@ -33,7 +33,8 @@ def _activation(ed: GraphEditor, act: Node) -> tuple[str, float, float] | None:
     t, a = act.op_type, act.attrs
     if act.domain == D:
         if t == "FusedGelu" and (len(act.inputs) < 2 or not act.inputs[1]):
-            return ("Gelu" if a.get("approximate", "none") == "none" else "GeluTanh", 0.0, 0.0)
+            name = "Gelu" if a.get("approximate", "none") == "none" else "GeluTanh"
+            return name, float(bool(a.get("product_first", 0))), 0.0
         return None
     if act.domain:
         return None

@@ -21,14 +21,19 @@ from onnxexec.ir.graph import Graph, Node
 from onnxexec.ir.passes._editor import GraphEditor
 from onnxexec.ir.passes._patterns import facts_of, is_float32, only_consumer, scalar_operand
 from onnxexec.ir.passes.shape_inference import Facts
+from onnxexec.ir.passes.symdim import broadcast_shapes
 
 D = "onnxexec"
 
 
 def _strip_scale(ed: GraphEditor, name: str) -> tuple[str, float, list[Node]]:
-    """Follow Mul / Div by scalar constants back from `name`: (source, factor, nodes)."""
+    """Follow one Mul / Div by a scalar constant back from `name`: (source, factor, nodes).
+
+    One only, and only on the scores: the kernel scales Q K^T once, so scales of Q and K
+    (or several on the scores) would be folded into one product, which overflows where
+    the graph's separately rounded ones do not (Q * a and K^T * b stay graph nodes)."""
     factor, nodes = 1.0, []
-    while True:
+    while not nodes:
         n = ed.producer_op(name, "Mul", "Div")
         s = scalar_operand(ed, n) if n is not None else None
         if s is None or not ed.single_use(name) or s[1] == 0.0:
@@ -38,6 +43,7 @@ def _strip_scale(ed: GraphEditor, name: str) -> tuple[str, float, list[Node]]:
         factor *= s[1] if n.op_type == "Mul" else 1.0 / s[1]
         nodes.append(n)
         name = s[0]
+    return name, factor, nodes
 
 
 def _repeat_kv_source(ed: GraphEditor, facts: dict[str, Facts], name: str) -> str | None:
@@ -114,6 +120,21 @@ def _rank4_f32(facts: dict[str, Facts], *names: str) -> bool:
     return all(is_float32(facts, n) and facts[n].rank == 4 for n in names)
 
 
+def _keeps_shape(facts: dict[str, Facts], q: str, v: str, scores: str, mask: str, y: str) -> bool:
+    """Whether the kernel's output (B, H, T, Dv) of Q's (B, H, T) is the graph's: a mask
+    or K / V that broadcasts the scores to more batches or heads is left unfused."""
+    fq, fv, fs, fy = (facts.get(n, Facts()).shape for n in (q, v, scores, y))
+    if fq is None or fv is None or fs is None or fy is None:
+        return False
+    if fy != (*fq[:3], fv[3]):
+        return False
+    fm = facts.get(mask, Facts()).shape if mask else ()
+    try:
+        return fm is not None and broadcast_shapes(fs, fm) == fs
+    except ValueError:
+        return False
+
+
 def fuse_attention(g: Graph) -> Graph:
     """`g` with attention blocks as FusedAttention nodes (`g` if none)."""
     facts = facts_of(g)
@@ -152,10 +173,12 @@ def fuse_attention(g: Graph) -> Graph:
         qk = ed.producer_op(s0, "MatMul")
         if qk is None or not ed.single_use(s0):
             continue
-        q, a, q_nodes = _strip_scale(ed, qk.inputs[0])
-        kt, b, k_nodes = _strip_scale(ed, qk.inputs[1])
+        q, a, q_nodes = qk.inputs[0], 1.0, []  # see _strip_scale
+        kt, b, k_nodes = qk.inputs[1], 1.0, []
         v = pv.inputs[1]
         if not _rank4_f32(facts, q, kt, v) or (mask and not is_float32(facts, mask)):
+            continue
+        if not _keeps_shape(facts, q, v, s_name, mask, pv.outputs[0]):
             continue
         nodes += [*scale_nodes, qk, *q_nodes, *k_nodes]
         if not ed.private(nodes, pv) or not ed.claim(nodes):

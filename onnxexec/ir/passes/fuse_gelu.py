@@ -32,8 +32,9 @@ _SQRT2 = math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
-def _half_product(ed: GraphEditor, a: str, x: str) -> tuple[list[Node], Node] | None:
-    """Match the Mul tree computing x * a * 0.5 from value `a`: (its nodes, its last node)."""
+def _half_product(ed: GraphEditor, a: str, x: str) -> tuple[list[Node], Node, int] | None:
+    """Match the Mul tree computing x * a * 0.5 from value `a`: (its nodes, its last node,
+    1 if x * a is rounded before the halving: it overflows for x > float32 max / 2)."""
     m1 = only_consumer(ed, a, "Mul")
     if m1 is None:
         return None
@@ -41,18 +42,18 @@ def _half_product(ed: GraphEditor, a: str, x: str) -> tuple[list[Node], Node] | 
     if o == x:  # (x * a) * 0.5
         m2 = only_consumer(ed, m1.outputs[0], "Mul")
         if m2 is not None and close((scalar_operand(ed, m2) or (None, None))[1], 0.5):
-            return [m1, m2], m2
+            return [m1, m2], m2, 1
         return None
     if close(ed.scalar(o), 0.5):  # (a * 0.5) * x
         m2 = only_consumer(ed, m1.outputs[0], "Mul")
         if m2 is not None and other_input(m2, m1.outputs[0]) == x:
-            return [m1, m2], m2
+            return [m1, m2], m2, 0
         return None
     m0 = ed.producer_op(o, "Mul")  # (x * 0.5) * a
     if m0 is not None and ed.single_use(o):
         s = scalar_operand(ed, m0)
         if s is not None and s[0] == x and close(s[1], 0.5):
-            return [m0, m1], m1
+            return [m0, m1], m1, 0
     return None
 
 
@@ -62,7 +63,7 @@ def _one_plus(ed: GraphEditor, name: str) -> Node | None:
     return add if s is not None and s[0] == name and close(s[1], 1.0) else None
 
 
-def _erf_form(ed: GraphEditor, erf: Node) -> tuple[str, list[Node], Node] | None:
+def _erf_form(ed: GraphEditor, erf: Node) -> tuple[str, list[Node], Node, int] | None:
     arg = ed.producer_op(erf.inputs[0], "Div", "Mul")
     if arg is None or not ed.single_use(erf.inputs[0]):
         return None
@@ -76,7 +77,7 @@ def _erf_form(ed: GraphEditor, erf: Node) -> tuple[str, list[Node], Node] | None
     tree = _half_product(ed, add.outputs[0], x) if add is not None else None
     if tree is None:
         return None
-    return x, [arg, erf, add, *tree[0]], tree[1]
+    return x, [arg, erf, add, *tree[0]], tree[1], tree[2]
 
 
 def _cube_of(ed: GraphEditor, name: str) -> str | None:
@@ -94,7 +95,7 @@ def _cube_of(ed: GraphEditor, name: str) -> str | None:
     return x if x in m.inputs else None
 
 
-def _tanh_form(ed: GraphEditor, tanh: Node) -> tuple[str, list[Node], Node] | None:
+def _tanh_form(ed: GraphEditor, tanh: Node) -> tuple[str, list[Node], Node, int] | None:
     k = ed.producer_op(tanh.inputs[0], "Mul")
     ks = scalar_operand(ed, k) if k is not None else None
     if ks is None or not close(ks[1], _SQRT_2_OVER_PI):
@@ -117,7 +118,7 @@ def _tanh_form(ed: GraphEditor, tanh: Node) -> tuple[str, list[Node], Node] | No
         cube_nodes = [cube]
         if cube.op_type == "Mul":
             cube_nodes.insert(0, ed.node_of(next(i for i in cube.inputs if i != x_in)))
-        return x_in, [*cube_nodes, cm, inner, k, tanh, add, *tree[0]], tree[1]
+        return x_in, [*cube_nodes, cm, inner, k, tanh, add, *tree[0]], tree[1], tree[2]
     return None
 
 
@@ -166,15 +167,13 @@ def _to_gelu(g: Graph) -> Graph:
         )
         if m is None or not is_float32(facts, m[0]):
             continue
-        x, nodes, anchor = m
+        x, nodes, anchor, product_first = m
         if not ed.private(nodes, anchor) or not ed.claim(nodes):
             continue
-        approx = "none" if n.op_type == "Erf" else "tanh"
-        ed.replace(
-            nodes,
-            anchor,
-            Node("FusedGelu", (x,), anchor.outputs, {"approximate": approx}, anchor.name, D),
-        )
+        attrs = {"approximate": "none" if n.op_type == "Erf" else "tanh"}
+        if product_first:
+            attrs["product_first"] = 1
+        ed.replace(nodes, anchor, Node("FusedGelu", (x,), anchor.outputs, attrs, anchor.name, D))
     if ed.changed:
         ed.use_domain(D)
     return ed.build() if ed.changed else g

@@ -15,7 +15,13 @@ import numpy as np
 
 from onnxexec.ir.graph import Graph, Node
 from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import facts_of, is_float32, last_axis_vector, only_consumer
+from onnxexec.ir.passes._patterns import (
+    facts_of,
+    is_float32,
+    last_axis_vector,
+    only_consumer,
+    vector_input,
+)
 
 D = "onnxexec"
 
@@ -49,10 +55,7 @@ def _gemm(ed: GraphEditor, n: Node, facts) -> Node | None:
         beta = a.get("beta", 1.0)
         if beta != 1.0:
             vec = (vec * np.float32(beta)).astype(np.float32)
-        if vec is not c:
-            ins.append(ed.add_const(f"{n.inputs[2]}__bias", np.ascontiguousarray(vec)))
-        else:
-            ins.append(n.inputs[2])
+        ins.append(vector_input(ed, n.inputs[2], vec, "bias"))
     return Node("FusedMatMul", tuple(ins), n.outputs, {"transB": a.get("transB", 0)}, n.name, D)
 
 
@@ -114,11 +117,7 @@ def _fuse_matmul(g: Graph) -> Graph:
         bias = _bias_for(ed, n, add, facts) if add is not None else None
         if add is not None and bias is not None and ed.claim([add]):
             other = add.inputs[1] if add.inputs[0] == n.outputs[0] else add.inputs[0]
-            name = (
-                other
-                if ed.const(other).ndim == 1
-                else ed.add_const(f"{n.outputs[0]}__bias", np.ascontiguousarray(bias))
-            )
+            name = vector_input(ed, other, bias, "bias")
             ed.replace(
                 [n, add],
                 add,

@@ -34,25 +34,47 @@ _REDUCE = (
 ).split()
 
 
-@rule(
-    "FusedGelu",
-    "FusedLayerNorm",
-    "FusedRMSNorm",
-    "FusedElementwise",
-    "FusedRotary",
-    domain="onnxexec",
-)
-def _like_first(n, ins):
-    x = ins[0]
-    return [Facts(x.elem, x.shape) for _ in n.outputs]
+def _bcast(facts: list[Facts]) -> tuple[Dim, ...] | None:
+    shapes = [f.shape for f in facts if f.shape is not None]
+    if not shapes or len(shapes) < len(facts):
+        return None
+    return symdim.broadcast_shapes(*shapes)
+
+
+# Inputs each fused op's result broadcasts over (numpy rules), by op: an operand that is
+# not the first may still expand the result ((56,) + (1, T, 56) is (1, T, 56)). Scale and
+# bias of the norms are (D,) on the last axis and cannot expand it.
+_BROADCAST_INPUTS = {
+    "FusedElementwise": None,  # all of them
+    "FusedRotary": None,
+    "FusedGelu": None,
+    "FusedLayerNorm": (0, 3, 4),  # X, skip, skip_bias
+    "FusedRMSNorm": (0, 2),  # X, skip
+}
+
+
+@rule(*_BROADCAST_INPUTS, domain="onnxexec")
+def _broadcasting(n, ins):
+    which = _BROADCAST_INPUTS[n.op_type]
+    used = [f for k, f in enumerate(ins) if n.inputs[k] and (which is None or k in which)]
+    return [Facts(ins[0].elem, _bcast(used)) for _ in n.outputs]
 
 
 @rule("FusedAttention", domain="onnxexec")
 def _fused_attention(n, ins):
-    q, v = ins[0], ins[2]
-    if q.shape is None or v.shape is None:
+    q, kt, v = ins[0], ins[1], ins[2]
+    if q.shape is None or kt.shape is None or v.shape is None:
         return [Facts(q.elem)]
-    return [Facts(q.elem, (*q.shape[:3], v.shape[3]))]
+    # scores (B, H, T, S) = Q K^T (+ mask): batch axes broadcast like MatMul's, the mask's
+    # too; grouped K/V heads (Hkv | H) are repeated, so only B broadcasts there
+    scores = (*symdim.broadcast_shapes(q.shape[:1], kt.shape[:1], v.shape[:1]), *q.shape[1:3])
+    scores = (*scores, kt.shape[3])
+    if len(ins) > 3 and n.inputs[3]:
+        m = ins[3].shape
+        if m is None:
+            return [Facts(q.elem)]
+        scores = symdim.broadcast_shapes(scores, m)
+    return [Facts(q.elem, (*scores[:3], v.shape[3]))]
 
 
 @rule("Dropout")
@@ -79,7 +101,10 @@ def _fused_matmul(n, ins):
         b = (b[1], n.attrs["packed"])
     elif b is not None and n.attrs.get("transB", 0):
         b = (*b[:-2], b[-1], b[-2])
-    return [Facts(ins[0].elem, _matmul_shape(ins[0].shape, b))]
+    y = _matmul_shape(ins[0].shape, b)
+    if y is not None and len(ins) > 2 and n.inputs[2]:
+        y = _bcast([Facts(shape=y), ins[2]])  # the bias is added with numpy broadcasting
+    return [Facts(ins[0].elem, y)]
 
 
 @rule("FusedMatMulGroup", domain="onnxexec")
@@ -162,5 +187,8 @@ def _window(n, ins):
             out.append(symdim.fresh())
             continue
         span = d + pads[i] + pads[i + nd] - dil[i] * (k - 1) - 1
-        out.append((-(-span // strides[i]) if ceil else span // strides[i]) + 1)
+        o = (-(-span // strides[i]) if ceil else span // strides[i]) + 1
+        if ceil and (o - 1) * strides[i] >= d + pads[i]:
+            o -= 1  # the spec drops a last window starting in the end padding (_window.py)
+        out.append(o)
     return [Facts(x.elem, (x.shape[0], c_out, *out))]

@@ -30,6 +30,11 @@ def _parse(d: Dim) -> tuple[int, tuple[str, ...]]:
     return coef, tuple(sorted(names))
 
 
+def factors(d: Dim) -> tuple[int, tuple[str, ...]]:
+    """(coefficient, sorted symbol names) of a dimension: "2*b*t" -> (2, ("b", "t"))."""
+    return _parse(d)
+
+
 def _make(coef: int, names: Sequence[str]) -> Dim:
     if not names or coef == 0:
         return coef
