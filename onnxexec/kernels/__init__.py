@@ -9,7 +9,8 @@ Importing this package adjusts numba's caching and five of its internals, each g
 - its linking IR stays bitcode until a compile needs it (`_parse_linking_ir_on_demand`);
 - a kernel library keeps its object code for kernels/objload (`_keep_object_code`),
   and importing numba turns objload's LazyKernels into numba dispatchers;
-- numba learns BLAS exists without importing scipy.linalg (below).
+- numba learns BLAS exists without importing scipy.linalg (below);
+- numba's code generation obeys the ONNXEXEC_ISA cap (kernels/isa.py).
 
 The BLAS check: numba's CPU target imports `numba.np.arraymath` on its first compile
 (and, without the first patch, on its first cached-kernel load), and that module's top
@@ -359,6 +360,15 @@ def _clear_if_changed(cache: str, stamp: str) -> None:
 
 
 _when_imported("numba.core.caching", _drop_stale_caches)
+
+
+def _cap_codegen(codegen: ModuleType) -> None:
+    from onnxexec.kernels.isa import cap_numba_codegen
+
+    cap_numba_codegen(codegen)
+
+
+_when_imported("numba.core.codegen", _cap_codegen)
 
 
 def _objload_hook(numba: ModuleType) -> None:

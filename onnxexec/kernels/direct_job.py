@@ -47,10 +47,10 @@ from onnxexec.kernels import objload as nb
 from onnxexec.kernels import when_imported
 from onnxexec.kernels.activations import act_row
 from onnxexec.kernels.blas import f32_ptr, i64_ptr
-from onnxexec.kernels.objload import host_cpu_flags, intrinsic, jit_disabled, lazy_module
+from onnxexec.kernels.isa import has
+from onnxexec.kernels.objload import intrinsic, jit_disabled, lazy_module
 
 types = lazy_module("numba.core.types")
-_FEATURES = host_cpu_flags()
 
 
 def _asm_parser(_numba: Any) -> None:
@@ -61,7 +61,7 @@ def _asm_parser(_numba: Any) -> None:
 
 when_imported("numba", _asm_parser)
 
-AVAILABLE: Final = not jit_disabled() and "avx512f" in _FEATURES
+AVAILABLE: Final = not jit_disabled() and has("avx512f")
 MR: Final = 12  # output channels per tile (24 zmm accumulators)
 NR: Final = 32  # output pixels per tile (two zmm)
 _I64 = ir.IntType(64)

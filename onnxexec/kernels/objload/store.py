@@ -6,10 +6,11 @@ code: the kernel, every jitted function it calls, and its CPython wrapper), the 
 of the wrapper and of its environment variable, and the environment's constants.
 Files sit in a folder named by a stamp of everything the code depends on: every
 kernels/*.py (a caller embeds its callees' code), numba's and llvmlite's versions,
-the Python version and this CPU's model and feature flags (LLVM compiled for the host
-CPU). A stale folder is never read, and the first write under a new stamp removes the
-old folders. A record can also say why an overload can't be loaded without numba (a
-`prange` kernel calls numba's threading layer), so later processes go to numba at once.
+the Python version, this CPU's model and feature flags (LLVM compiled for the host
+CPU) and the ONNXEXEC_ISA level (kernels/isa.py) the gates ran at. A stale folder
+is never read, and the first write under a new stamp removes the old folders. A
+record can also say why an overload can't be loaded without numba (a `prange` kernel
+calls numba's threading layer), so later processes go to numba at once.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from functools import cache
 from importlib import metadata
 from typing import Any, Final
 
-from onnxexec.kernels import OBJECT_ATTR, sources_digest
+from onnxexec.kernels import OBJECT_ATTR, isa, sources_digest
 from onnxexec.kernels.objload import numba_rt
 from onnxexec.kernels.objload.elf import ObjectLoadError, load_object
 
@@ -71,6 +72,7 @@ def stamp() -> str:
         sys.version,
         platform.machine(),
         _cpu_identity(),
+        isa.level(),  # the gates' choices are compiled into the kernels
         _numba_settings(),
     ):
         h.update(part.encode() + b"\0")
