@@ -118,7 +118,7 @@ def avg_pool2d(
     """Y (N, C, OH, OW) float32 = window means of x (N, C, H, W) float32 (see module doc).
 
     Preconditions (checked, ValueError otherwise: bounds.window2d): x 4-D, kernel,
-    strides, dilations >= 1, pads >= 0, out_hw >= 0 and within the padded input."""
+    strides, dilations >= 1, pads >= 0, out_hw >= 0."""
     bounds.rank("avg_pool2d", "X", x, 4)
     bounds.window2d("avg_pool2d", x.shape, kernel, strides, dilations, pads_begin, out_hw, pads_end)
     n, c, h, w = x.shape
