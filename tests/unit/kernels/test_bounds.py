@@ -9,6 +9,7 @@ the test run."""
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 import os
 import subprocess
@@ -172,8 +173,9 @@ def test_zero_sizes():
 
 
 # Each case: a name and a call that must raise ValueError. Run in one child process
-# with MALLOC_CHECK_=3 (glibc aborts on a corrupted heap) so that a kernel that does
-# write out of bounds fails this test instead of killing pytest.
+# with MALLOC_CHECK_=3 (glibc aborts on a corrupted heap; since glibc 2.34 only with
+# libc_malloc_debug preloaded) so that a kernel that does write out of bounds fails
+# this test instead of killing pytest.
 _TABLE = textwrap.dedent(
     """
     import json, sys
@@ -274,6 +276,9 @@ _TABLE = textwrap.dedent(
 
 def test_bad_arguments_to_every_entry_point_raise_value_error():
     env = {**os.environ, "MALLOC_CHECK_": "3", "MALLOC_PERTURB_": "165", "PYTHONPATH": str(REPO)}
+    debug = ctypes.util.find_library("c_malloc_debug")  # glibc >= 2.34 moved the checks there
+    if debug:
+        env["LD_PRELOAD"] = " ".join(filter(None, (debug, os.environ.get("LD_PRELOAD"))))
     proc = subprocess.run(
         [sys.executable, "-X", "faulthandler", "-c", _TABLE],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=900,
