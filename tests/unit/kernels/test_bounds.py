@@ -186,7 +186,11 @@ _TABLE = textwrap.dedent(
     from onnxexec.kernels.gemm import linear, linear_packed
     from onnxexec.kernels.mha import attention
     from onnxexec.kernels.pool2d import avg_pool2d, max_pool2d
+    from onnxexec.kernels import qtypes as qt
     from onnxexec.kernels import sgemm_packed
+    from onnxexec.kernels.actquant import quantize_act
+    from onnxexec.kernels.attention import kv_attention
+    from onnxexec.kernels.qmatmul import prepare_weight, qmatmul, qmatmul_q
 
     parallel.set_num_threads(2)
     f = lambda *s: np.ones(s, dtype=np.float32)
@@ -212,6 +216,19 @@ _TABLE = textwrap.dedent(
     lin = call(linear, dict(x=f(70, 64), w=f(64, 40)))
     pk = call(linear_packed, dict(x=f(70, 64), wp=wp, n=40))
     att = call(attention, dict(q=q, kt=kt, v=v, mask=None, scale=1.0, nan_to_zero=False))
+    kva = call(kv_attention, dict(q=f(2, 16), k_cache=f(8, 2, 4), v_cache=f(8, 2, 4), pos=0,
+                                  scale=1.0))
+    q8 = np.zeros(64 * 2 * 34, np.uint8)  # (64, 64) Q8_0: 2 blocks of 2 + 32 bytes a row
+    qw = prepare_weight(q8, qt.Q8_0, (64, 64))
+    xq, xst = quantize_act(f(3, 64))
+
+
+    def pool_job(spans):
+        pool = parallel.native_pool()
+        try:
+            pool.run_native(parallel.KIND_POOL, spans)
+        finally:
+            pool.busy.release()
     CASES = {
         "conv negative top pad": lambda: conv(pads=(-1, 1)),
         "conv negative pad 1x1": lambda: conv(w=f(32, 16, 1, 1), pads=(0, -3), out_hw=(12, 18)),
@@ -260,6 +277,22 @@ _TABLE = textwrap.dedent(
         "attention v length": lambda: att(v=f(1, 2, 5, 8)),
         "attention 3-D q": lambda: att(q=f(4, 5, 8)),
         "attention mask shape": lambda: att(mask=f(1, 1, 5, 7)),
+        "kv_attention v cache": lambda: kva(v_cache=f(7, 2, 4)),
+        "kv_attention past the cache": lambda: kva(pos=7),
+        "kv_attention negative pos": lambda: kva(pos=-1),
+        "kv_attention head width": lambda: kva(q=f(2, 10)),
+        "kv_attention zero Dh": lambda: kva(k_cache=f(8, 2, 0), v_cache=f(8, 2, 0)),
+        "kv_attention negative window": lambda: kva(window=-1),
+        "kv_attention 1-D q": lambda: kva(q=f(16)),
+        "qweight short bytes": lambda: prepare_weight(q8[:-1], qt.Q8_0, (64, 64)),
+        "qmatmul columns": lambda: qmatmul(f(3, 63), qw),
+        "qmatmul out shape": lambda: qmatmul(f(3, 64), qw, out=f(3, 63)),
+        "qmatmul_q activations": lambda: qmatmul_q(xq[:, :32], xst, qw, f(3, 64)),
+        "qmatmul_q scales": lambda: qmatmul_q(xq, xst[:2], qw, f(3, 64)),
+        "qmatmul_q out": lambda: qmatmul_q(xq, xst, qw, f(2, 64)),
+        "pool job, too many spans": lambda: pool_job(np.arange(parallel.MAX_SPANS + 2)),
+        "pool job, no span": lambda: pool_job(np.zeros(1, np.int64)),
+        "pool job, int32 spans": lambda: pool_job(np.arange(3, dtype=np.int32)),
     }
     for name, case in CASES.items():
         try:
