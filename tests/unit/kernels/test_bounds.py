@@ -321,3 +321,50 @@ def test_bad_arguments_to_every_entry_point_raise_value_error():
     bad = [r for r in rows if r[1] != "ValueError"]
     assert not bad, bad
     assert len(rows) == _TABLE.count('": lambda')
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_products_and_attention_read_only_their_buffers(threads):
+    """Operands, bias and mask each between guard pages (end-aligned), sized to take
+    the native pool paths at 2 threads: matmul, packed matmul, attention, KV-cache
+    attention, against float64 numpy."""
+    from onnxexec.kernels import sgemm_packed
+    from onnxexec.kernels.attention import kv_attention
+    from onnxexec.kernels.gemm import linear, linear_packed
+    from onnxexec.kernels.mha import attention, attention_reference
+
+    old = parallel.num_threads()
+    parallel.set_num_threads(threads)
+    try:
+        with guarded((120, 130)) as x, guarded((130, 72)) as w, guarded((72,)) as b:
+            want = x.astype(np.float64) @ w + b
+            np.testing.assert_allclose(linear(x, w, b), want, rtol=1e-4, atol=1e-3)
+            if sgemm_packed.AVAILABLE:
+                wp = sgemm_packed.pack(w)
+                with guarded(wp.shape) as gp:
+                    gp[...] = wp
+                    got = linear_packed(x, gp, 72, b)
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+        with (
+            guarded((2, 4, 9, 16)) as q,
+            guarded((2, 2, 16, 33)) as kt,
+            guarded((2, 2, 33, 16)) as v,
+            guarded((1, 1, 9, 33)) as mask,
+        ):
+            got = attention(q, kt, v, mask, 0.25, False)
+            want = attention_reference(q, kt, v, mask, 0.25, False)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        with guarded((3, 64)) as q, guarded((12, 2, 16)) as kc, guarded((12, 2, 16)) as vc:
+            got = kv_attention(q, kc, vc, 9, 0.25)
+            # reference: query t at position 9 + t sees cache rows 0..9 + t; head h
+            # reads kv head h // 2 (GQA)
+            want = np.empty((3, 64))
+            for t in range(3):
+                for h in range(4):
+                    kk = kc[: 10 + t, h // 2].astype(np.float64)
+                    s = kk @ q[t, h * 16 : (h + 1) * 16] * 0.25
+                    p = np.exp(s - s.max())
+                    want[t, h * 16 : (h + 1) * 16] = (p / p.sum()) @ vc[: 10 + t, h // 2]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    finally:
+        parallel.set_num_threads(old)
