@@ -271,6 +271,14 @@ def jit_disabled() -> bool:
     return os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
 
 
+def host_cpu_flags() -> frozenset[str]:
+    """The instruction-set flags kernels may use: kernels/isa.py's, the host's capped
+    by ONNXEXEC_ISA (kept under this name for callers from before the cap)."""
+    from onnxexec.kernels.isa import flags
+
+    return flags()
+
+
 class _LazyModule:
     """A numba module imported on first attribute access: for names that intrinsic
     definitions use in their bodies (`types`, `cgutils`), which run only while numba
