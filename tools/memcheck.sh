@@ -17,7 +17,9 @@
 #    compiled by a first run outside valgrind into a private cache, then loaded from
 #    that cache under valgrind: the numba kernels' own loads and stores are checked,
 #    not LLVM's compiler. Python's allocator goes to malloc (PYTHONMALLOC) so
-#    valgrind sees every block. Exit status 99 means valgrind reported errors.
+#    valgrind sees every block. tools/valgrind-python.supp silences CPython's own
+#    start-up false positives (uninitialised-value kinds inside libpython only).
+#    Exit status 99 means valgrind reported errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
@@ -46,6 +48,7 @@ valgrind_portable() {
     echo "== valgrind memcheck, ONNXEXEC_ISA=generic: ${tests[*]}"
     PYTHONMALLOC=malloc valgrind --tool=memcheck --error-exitcode=99 --leak-check=no \
         --track-origins=no --num-callers=30 --quiet \
+        --suppressions=tools/valgrind-python.supp \
         "$PY" -m pytest -q -p no:cacheprovider -k "not bad_arguments" "${tests[@]}"
 }
 
