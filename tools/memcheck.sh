@@ -31,11 +31,13 @@ glibc() {
     local tests=("${@:-tests/unit/kernels}")
     local debug
     debug=$("$PY" -c 'import ctypes.util; print(ctypes.util.find_library("c_malloc_debug") or "")')
-    for isa in "" avx2; do
+    local status=0
+    for isa in "" avx2; do  # both levels even when the first fails
         echo "== glibc malloc checks, ONNXEXEC_ISA=${isa:-host}: ${tests[*]}"
         ONNXEXEC_ISA=$isa LD_PRELOAD="$debug${LD_PRELOAD:+ $LD_PRELOAD}" MALLOC_CHECK_=3 \
-            MALLOC_PERTURB_=165 "$PY" -m pytest -q -p no:cacheprovider "${tests[@]}"
+            MALLOC_PERTURB_=165 "$PY" -m pytest -q -p no:cacheprovider "${tests[@]}" || status=1
     done
+    return $status
 }
 
 valgrind_portable() {
