@@ -21,6 +21,10 @@ def fail(kernel: str, what: str) -> ValueError:
 
 def ints(kernel: str, name: str, values: Sequence[int], n: int, low: int) -> tuple[int, ...]:
     """The first `n` of `values` as Python ints, each >= low (at least n are needed)."""
+    if n == 2 and len(values) >= 2:  # the common case, kept cheap: it runs on every call
+        a, b = values[0], values[1]
+        if type(a) is int and type(b) is int and a >= low and b >= low:
+            return a, b
     vals = tuple(values)
     if len(vals) < n:
         raise fail(kernel, f"{name} needs {n} values, got {list(vals)}")
