@@ -362,17 +362,14 @@ def kv_attention(
 ) -> np.ndarray:
     """(T, H*Dh) f32 queries at positions pos.. over a (C, Hkv, Dh) cache -> (T, H*Dh).
 
-    Preconditions (checked, ValueError otherwise): q 2-D, the caches 3-D of one shape
-    with Hkv, Dh >= 1, H*Dh a multiple of Hkv*Dh, 0 <= pos, pos + T <= C, window >= 0."""
-    if q.ndim != 2 or k_cache.ndim != 3 or v_cache.shape != k_cache.shape:
-        raise ValueError(
-            f"kv_attention: queries {list(q.shape)}, caches {list(k_cache.shape)} / "
-            f"{list(v_cache.shape)}: expected (T, H*Dh) and two (C, Hkv, Dh)"
-        )
+    Checked (ValueError): q 2-D, two caches of one 3-D shape, Hkv, Dh >= 1, H*Dh a
+    multiple of Hkv*Dh, 0 <= pos, pos + T <= C, window >= 0."""
+    bad = q.ndim != 2 or k_cache.ndim != 3 or v_cache.shape != k_cache.shape
+    if bad or not k_cache.shape[1] or not k_cache.shape[2] or window < 0:
+        shapes = f"{list(q.shape)}, caches {list(k_cache.shape)} / {list(v_cache.shape)}"
+        raise ValueError(f"kv_attention: queries {shapes}, window {window}")
     T, HD = q.shape
     C, Hkv, Dh = k_cache.shape
-    if not Hkv or not Dh or window < 0:
-        raise ValueError(f"kv_attention: cache {list(k_cache.shape)}, window {window}")
     if q.dtype != np.float32 or k_cache.dtype != np.float32 or v_cache.dtype != np.float32:
         raise ValueError("kv_attention expects float32 queries and caches")
     if HD % Dh or (HD // Dh) % Hkv:
