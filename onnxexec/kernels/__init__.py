@@ -9,7 +9,7 @@ own file only, but a kernel embeds the code of the jitted functions it calls, so
 edit of a callee must not reuse its caller's cache. A changed source is a new folder;
 nothing is deleted, so no process can remove what another one compiled.
 
-Four patches of numba internals remain, each pinned to the numba / llvmlite versions
+Five patches of numba internals remain, each pinned to the numba / llvmlite versions
 in pyproject.toml and listed in `NUMBA_PATCHES`; tests/unit/kernels/test_numba_setup.py
 fails when one of their attributes is missing (here, a missing one is logged as a
 warning and its patch skipped: the kernels still run, only slower or bigger):
@@ -18,7 +18,8 @@ warning and its patch skipped: the kernels still run, only slower or bigger):
   records are made from it;
 - a cached kernel loads without the compiler's registries (`_load_without_refresh`);
 - its linking IR stays bitcode until a compile needs it (`_parse_linking_ir_on_demand`);
-- numba learns BLAS exists without importing scipy.linalg (below).
+- numba learns BLAS exists without importing scipy.linalg (below);
+- numba's code generation obeys the ONNXEXEC_ISA cap (`_cap_codegen`, kernels/isa.py).
 Importing numba also turns objload's LazyKernels into numba dispatchers.
 
 The BLAS check: numba's CPU target imports `numba.np.arraymath` on its first compile
@@ -58,6 +59,7 @@ NUMBA_PATCHES: Final = {
     "_load_without_refresh": ("numba.core.caching", "Cache",
                               ("_load_overload", "_guard_against_spurious_io_errors")),
     "_arraymath_with_presence_check": ("numba.np.linalg", None, ("ensure_blas",)),
+    "_cap_codegen": ("numba.core.codegen", None, ("get_host_cpu_features",)),
 }  # fmt: skip
 
 
@@ -314,6 +316,15 @@ def _numba_cache_in_store(numba: ModuleType) -> None:
 
 
 _when_imported("numba", _numba_cache_in_store)
+
+
+def _cap_codegen(codegen: ModuleType) -> None:
+    from onnxexec.kernels.isa import cap_numba_codegen
+
+    cap_numba_codegen(codegen)
+
+
+_when_imported("numba.core.codegen", _cap_codegen)
 
 
 def _objload_hook(numba: ModuleType) -> None:

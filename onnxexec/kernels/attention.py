@@ -360,7 +360,14 @@ def kv_attention(
     softcap: float = 0.0,
     ggml: bool = False,
 ) -> np.ndarray:
-    """(T, H*Dh) f32 queries at positions pos.. over a (C, Hkv, Dh) cache -> (T, H*Dh)."""
+    """(T, H*Dh) f32 queries at positions pos.. over a (C, Hkv, Dh) cache -> (T, H*Dh).
+
+    Checked (ValueError): q 2-D, two caches of one 3-D shape, Hkv, Dh >= 1, H*Dh a
+    multiple of Hkv*Dh, 0 <= pos, pos + T <= C, window >= 0."""
+    bad = q.ndim != 2 or k_cache.ndim != 3 or v_cache.shape != k_cache.shape
+    if bad or not k_cache.shape[1] or not k_cache.shape[2] or window < 0:
+        shapes = f"{list(q.shape)}, caches {list(k_cache.shape)} / {list(v_cache.shape)}"
+        raise ValueError(f"kv_attention: queries {shapes}, window {window}")
     T, HD = q.shape
     C, Hkv, Dh = k_cache.shape
     if q.dtype != np.float32 or k_cache.dtype != np.float32 or v_cache.dtype != np.float32:

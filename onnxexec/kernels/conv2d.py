@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from onnxexec.kernels import blas
+from onnxexec.kernels import blas, bounds
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activations import act_row
 from onnxexec.kernels.conv_direct import conv_direct, use_direct
@@ -118,7 +118,13 @@ def conv2d(
 ) -> np.ndarray:
     """act(conv(x, w) + bias + z): x (N, C, H, W), w (M, C/group, KH, KW) float32, z an
     optional (N, M, OH, OW) residual; pads (top, left, ...) of which only top/left matter
-    (out_hw already accounts for the rest) -> (N, M, OH, OW)."""
+    (out_hw already accounts for the rest) -> (N, M, OH, OW).
+
+    Preconditions (checked, ValueError otherwise: bounds.conv2d_args): x, w 4-D with
+    C == Cg * group and M % group == 0; strides, dilations >= 1; pads >= 0; out_hw
+    >= 0; bias None or M values; z None or (N, M, OH, OW); a non-empty output needs a
+    non-empty input. A zero-size output returns without running any kernel."""
+    bounds.conv2d_args(x, w, bias, strides, pads, dilations, group, out_hw, z)
     n, c, height, width = x.shape
     m, cg, kh, kw = w.shape
     oh, ow = out_hw
@@ -127,6 +133,10 @@ def conv2d(
     b = None if bias is None else _f32(bias).reshape(-1)
     zc = None if z is None else _f32(z)
     out = np.empty((n, m, oh, ow), dtype=f32)
+    if out.size == 0:
+        return out
+    if w.dtype != f32:  # order="K" keeps an OHWI layout (ohwi() below)
+        w = w.astype(f32, order="K")
     if cg == 1 and group == c and m % c == 0:
         return depthwise2d_fused(x, w, b, strides, pads, dilations, out, act, alpha, beta, zc)
     mg = m // group
@@ -333,8 +343,8 @@ def _im2col_native(
         )  # fmt: skip
         pool.fctrl[0], pool.fctrl[1] = ep.alpha, ep.beta
         parts = min(tiles, MAX_SPANS)
-        bounds = np.array([tiles * k // parts for k in range(parts + 1)], dtype=np.int64)
-        pool.run_native(KIND_IM2COL, bounds)
+        spans = np.array([tiles * k // parts for k in range(parts + 1)], dtype=np.int64)
+        pool.run_native(KIND_IM2COL, spans)
     finally:
         pool.busy.release()
     return True

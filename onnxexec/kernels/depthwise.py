@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from onnxexec.kernels import bounds
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.depthwise_planes import (
     _NO_BIAS,
@@ -129,7 +130,14 @@ def depthwise2d_fused(
 ) -> np.ndarray:
     """out (N, M, OH, OW) = act(depthwise(x) + bias + z), float32: x (N, C, H, W) C-contiguous,
     w (M, 1, KH, KW) with M = C * mult; pads_begin (top, left), the bottom / right padding
-    being whatever out's size implies. Planes are split across the kernel thread pool."""
+    being whatever out's size implies. Planes are split across the kernel thread pool.
+
+    Preconditions (checked, ValueError otherwise: bounds.depthwise_args): x and out
+    C-contiguous float32, out (N, M, ...) writeable; strides, dilations >= 1, pads
+    >= 0; bias None or M values; z None or out's shape."""
+    bounds.depthwise_args(x, w, bias, strides, pads_begin, dilations, out, z)
+    if out.size == 0:
+        return out
     n, m, oh, ow = out.shape
     wk = _f32(w.reshape(m, w.shape[2] * w.shape[3]))
     b = None if bias is None else _f32(bias.reshape(-1))
@@ -170,8 +178,8 @@ def depthwise2d_fused(
                 c, m, act, *geo, 0 if masks is None else masks.ctypes.data,
                 0 if masks is None else masks.shape[0],
             )  # fmt: skip
-            bounds = np.array([m * k // parts for k in range(parts + 1)], dtype=np.int64)
-            run_job(pool, KIND_DW, args, alpha, beta, bounds, keep=(wk, b, masks))
+            spans = np.array([m * k // parts for k in range(parts + 1)], dtype=np.int64)
+            run_job(pool, KIND_DW, args, alpha, beta, spans, keep=(wk, b, masks))
         finally:
             pool.busy.release()
     return out

@@ -221,6 +221,11 @@ def _dw_fused(x, w, bias, has_bias, z, has_z, geo, out, m0, m1, code, al, be):
                 q0, e0 = om + U(i * ow), U((i - i0) * wq)
                 for j in range(ow):
                     of[q0 + U(j)] = acc[e0 + U(j)]
+    # the blocks the run reads only by address (clamp pair, zero bias) live to here:
+    # numba frees an array after its last use in the code, and these two had none
+    # after their addresses were taken, so dw9_run read freed memory (wrong sums once
+    # the allocator reused it: seen under glibc's MALLOC_CHECK_=3, tools/memcheck.sh)
+    return clamp.shape[0] + zero.shape[0]
 
 
 @nb.njit(nogil=True, cache=True)

@@ -47,10 +47,10 @@ from onnxexec.kernels import objload as nb
 from onnxexec.kernels import when_imported
 from onnxexec.kernels.activations import act_row
 from onnxexec.kernels.blas import f32_ptr, i64_ptr
-from onnxexec.kernels.objload import host_cpu_flags, intrinsic, jit_disabled, lazy_module
+from onnxexec.kernels.isa import has
+from onnxexec.kernels.objload import intrinsic, jit_disabled, lazy_module
 
 types = lazy_module("numba.core.types")
-_FEATURES = host_cpu_flags()
 
 
 def _asm_parser(_numba: Any) -> None:
@@ -61,7 +61,7 @@ def _asm_parser(_numba: Any) -> None:
 
 when_imported("numba", _asm_parser)
 
-AVAILABLE: Final = not jit_disabled() and "avx512f" in _FEATURES
+AVAILABLE: Final = not jit_disabled() and has("avx512f")
 MR: Final = 12  # output channels per tile (24 zmm accumulators)
 NR: Final = 32  # output pixels per tile (two zmm)
 _I64 = ir.IntType(64)
@@ -310,7 +310,8 @@ def pointwise_span(x, w, cpb, chans, s0, s1, y, bias, has_b, z, has_z, code, al,
     """Span [s0, s1) of a 1x1 conv y (M, P) = act(w (M, C) @ x (C, P) + bias + z), x at
     address `x`: blocks of cpb columns (a multiple of NR) over all channels (chans 0)
     or channel tiles [s0, s1) over all columns (chans 1). Full panels are stored into
-    y by the tiles, epilogue included; a last partial panel goes through a scratch."""
+    y by the tiles, epilogue included; a last partial panel reads a zero-padded copy of
+    its columns and stores through a scratch."""
     m, p = y.shape
     c = w.shape[1]
     segs = np.empty((1, 2), dtype=np.int64)
@@ -340,8 +341,18 @@ def pointwise_span(x, w, cpb, chans, s0, s1, y, bias, has_b, z, has_z, code, al,
         if j1 - j0 > full:
             q = j0 + full
             r = j1 - q
+            # the tile loads NR columns of every channel: read in place, the last
+            # channel's would run NR - r floats past the input's end (a fault when a
+            # page ends there), so the r columns go into a zero-padded panel first
+            xin = nb.carray(f32_ptr(x), (c, p))
+            panel = np.zeros((c, NR), dtype=np.float32)
+            for ci in range(c):
+                for j in range(r):
+                    panel[ci, j] = xin[ci, q + j]
             ext = np.empty((m1 - m0, NR), dtype=np.float32)
-            direct_block(x, p, w, segs, m0, m1, q, NR, ext.ctypes.data, NR, tb, 0, 0)
+            direct_block(
+                panel.ctypes.data, NR, w, segs, m0, m1, 0, NR, ext.ctypes.data, NR, tb, 0, 0
+            )
             for mi in range(m0, m1):
                 dst = y[mi, q:j1]
                 for j in range(r):

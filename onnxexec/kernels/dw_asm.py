@@ -21,11 +21,11 @@ import numpy as np
 from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not loaded
 
 from onnxexec.kernels import when_imported
-from onnxexec.kernels.objload import host_cpu_flags, intrinsic, jit_disabled, lazy_module
+from onnxexec.kernels.isa import has
+from onnxexec.kernels.objload import intrinsic, jit_disabled, lazy_module
 
 types = lazy_module("numba.core.types")
-_FEATURES = host_cpu_flags()
-AVAILABLE: Final = not jit_disabled() and "avx512f" in _FEATURES
+AVAILABLE: Final = not jit_disabled() and has("avx512f")
 LANES: Final = 16  # outputs per step; callers leave this many floats of slack
 _I64 = ir.IntType(64)
 

@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 
-from onnxexec.kernels import blas, sgemm_packed
+from onnxexec.kernels import blas, bounds, sgemm_packed
 from onnxexec.kernels.activations import epilogue
 from onnxexec.kernels.parallel import (
     ARGS,
@@ -54,11 +54,15 @@ def linear(
     """act(x @ w + bias): x (..., K) f32, w (K, N) f32 (any strides), bias (N,) -> (..., N).
 
     `act_cols` = (lo, hi) applies the activation to output columns [lo, hi) only (the
-    bias still goes everywhere); default all N."""
+    bias still goes everywhere); default all N.
+
+    Preconditions (checked, ValueError otherwise): w 2-D, x's last axis K, bias None or
+    N values, 0 <= lo <= hi <= N. Only float32 operands go to the native pool."""
+    bounds.rank("matmul", "weight", w, 2)
     k, n = w.shape
-    lo, hi = (0, n) if act_cols is None else act_cols
-    if x.shape[-1] != k:
+    if x.ndim < 1 or x.shape[-1] != k:
         raise ValueError(f"matmul: x {list(x.shape)} and weight {list(w.shape)} do not multiply")
+    lo, hi = _act_cols(act_cols, bias, n)
     lead = x.shape[:-1]
     x2 = x.reshape(math.prod(lead), k)  # not -1: K or the batch may be 0
     m = x2.shape[0]
@@ -86,6 +90,17 @@ def linear(
 
         parallel_for(cols, blocks)
     return out.reshape(*lead, n)
+
+
+def _act_cols(act_cols: tuple[int, int] | None, bias: np.ndarray | None, n: int) -> tuple[int, int]:
+    """The checked activation column range; bias None or n values (read by address)."""
+    bounds.length("matmul", "bias", bias, n)
+    if act_cols is None:
+        return 0, n
+    lo, hi = bounds.ints("matmul", "activation columns", act_cols, 2, 0)
+    if not lo <= hi <= n:
+        raise bounds.fail("matmul", f"activation columns {[lo, hi]} outside [0, {n}]")
+    return lo, hi
 
 
 def _finish(out, n0, n1, bias, act, alpha, beta, lo, hi) -> None:
@@ -126,6 +141,8 @@ def _native(x2, w, out, bias, act, alpha, beta, threads: int, lo: int = 0, hi: i
     n = w.shape[1]
     if not (_USE_NATIVE and blas.SGEMM) or k == 0:
         return False
+    if x2.dtype != np.float32 or w.dtype != np.float32:  # read as float32 by address
+        return False
     lda = _ld(x2, k)
     ldb, tb = _ld(w, n), blas.NO_TRANS
     if ldb is None:
@@ -139,7 +156,7 @@ def _native(x2, w, out, bias, act, alpha, beta, threads: int, lo: int = 0, hi: i
         return False
     try:
         axis = 1 if n >= m else 0
-        bounds = _bounds(n if axis else m, threads, _COL_BLOCK if axis else 8)
+        spans = _bounds(n if axis else m, threads, _COL_BLOCK if axis else 8)
         pool.ctrl[ARGS : ARGS + blas.G_ARGS] = (
             blas.SGEMM,
             tb,
@@ -161,7 +178,7 @@ def _native(x2, w, out, bias, act, alpha, beta, threads: int, lo: int = 0, hi: i
             0,
         )
         pool.fctrl[0], pool.fctrl[1] = alpha, beta
-        pool.run_native(KIND_GEMM, bounds)
+        pool.run_native(KIND_GEMM, spans)
     finally:
         pool.busy.release()
     return True
@@ -178,12 +195,25 @@ def linear_packed(
     act_cols: tuple[int, int] | None = None,
 ) -> np.ndarray:
     """`linear` for a weight packed by sgemm_packed.pack: x (..., K) f32, wp (P, K, nr)
-    holding W (K, n) -> act(x @ W + bias) (..., n). Threads split the panels."""
+    holding W (K, n) -> act(x @ W + bias) (..., n). Threads split the panels.
+
+    Preconditions (checked, ValueError otherwise): wp a C-contiguous float32 (P, K, nr)
+    with nr a panel width this host runs and (P - 1) * nr < n <= P * nr; x's last axis
+    K (x is converted to float32); bias None or n values; 0 <= lo <= hi <= n."""
+    bounds.rank("matmul", "packed weight", wp, 3)
     p, k, nr = wp.shape
-    if x.shape[-1] != k or nr not in sgemm_packed.WIDTHS or not (p - 1) * nr < n <= p * nr:
+    if (
+        x.ndim < 1
+        or x.shape[-1] != k
+        or nr not in sgemm_packed.WIDTHS
+        or not (p - 1) * nr < n <= p * nr
+    ):
         raise ValueError(f"matmul: x {list(x.shape)} and packed weight {list(wp.shape)} (N={n})")
+    if wp.dtype != np.float32 or not wp.flags.c_contiguous:
+        raise bounds.fail("matmul", "the packed weight must be C-contiguous float32")
+    lo, hi = _act_cols(act_cols, bias, n)
     lead = x.shape[:-1]
-    x2 = x.reshape(math.prod(lead), k)
+    x2 = x.reshape(math.prod(lead), k).astype(np.float32, copy=False)
     if x2.strides[-1] != 4 or not x2.flags.aligned or (x2.shape[0] > 1 and x2.strides[0] % 4):
         x2 = np.ascontiguousarray(x2)
     m = x2.shape[0]
@@ -195,7 +225,6 @@ def linear_packed(
         out.fill(0.0)
         epilogue(out, 0, n, bias, act, alpha, beta)
         return out.reshape(*lead, n)
-    lo, hi = (0, n) if act_cols is None else act_cols
     if bias is not None:
         bias = np.ascontiguousarray(bias, dtype=np.float32)
     threads = num_threads()
@@ -210,7 +239,7 @@ def linear_packed(
         # Without per-call packing a span costs only its panels: finer spans balance a
         # thread that starts late (or is preempted) at no extra cost.
         parts = min(p, 4 * threads, MAX_SPANS)
-        bounds = np.array([p * i // parts for i in range(parts + 1)], dtype=np.int64)
+        spans = np.array([p * i // parts for i in range(parts + 1)], dtype=np.int64)
         pool.ctrl[ARGS : ARGS + blas.G_ARGS] = (
             0,
             0,
@@ -232,7 +261,7 @@ def linear_packed(
             0,
         )
         pool.fctrl[0], pool.fctrl[1] = alpha, beta
-        pool.run_native(KIND_PACKED, bounds)
+        pool.run_native(KIND_PACKED, spans)
     finally:
         pool.busy.release()
     return out.reshape(*lead, n)

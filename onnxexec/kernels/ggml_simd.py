@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import llvmlite.binding as llb
 import numba as nb
 import numpy as np
 from llvmlite import ir
@@ -29,12 +28,10 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from onnxexec.kernels import qtypes as q
+from onnxexec.kernels.isa import has
 from onnxexec.kernels.lanes import twins
 
-_FEATURES = llb.get_host_cpu_features()
-AVAILABLE: Final = not nb.config.DISABLE_JIT and all(
-    _FEATURES.get(f, False) for f in ("avx2", "fma", "f16c")
-)
+AVAILABLE: Final = not nb.config.DISABLE_JIT and has("avx2", "fma", "f16c")
 ROWS: Final = 4  # weight rows per intrinsic call (one prefetch distance)
 Q4_1_KIND: Final = 0
 Q8_0_KIND: Final = 1

@@ -22,17 +22,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import llvmlite.binding as llb
 import numba as nb
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-_FEATURES = llb.get_host_cpu_features()
-AVAILABLE: Final = not nb.config.DISABLE_JIT and all(
-    _FEATURES.get(f, False) for f in ("avx", "avx2", "fma")
-)
+from onnxexec.kernels.isa import has
+
+AVAILABLE: Final = not nb.config.DISABLE_JIT and has("avx", "avx2", "fma")
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 _F32 = ir.FloatType()

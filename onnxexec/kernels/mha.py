@@ -16,7 +16,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels import blas
+from onnxexec.kernels import blas, bounds
 from onnxexec.kernels.mha_job import (
     ATTN_ARGS,
     NAN_TO_ZERO,
@@ -55,7 +55,8 @@ def _ld(a):
 
 def _blas_views(q: np.ndarray, kt: np.ndarray, v: np.ndarray) -> bool:
     """Whether every per-head matrix can go to sgemm in place (q row-major)."""
-    if not blas.SGEMM or not all(a.flags.aligned for a in (q, kt, v)):
+    ok = all(a.flags.aligned and a.dtype == np.float32 for a in (q, kt, v))
+    if not blas.SGEMM or not ok:  # the native job reads float32 through raw addresses
         return False
     if q.size == 0 or kt.size == 0 or v.size == 0:
         return False
@@ -72,10 +73,15 @@ def attention(
     nan_to_zero: bool,
 ) -> np.ndarray:
     """softmax(q @ kt * scale + mask) @ v: q (B, H, T, Dh), kt (B, Hkv, Dh, S),
-    v (B, Hkv, S, Dv), additive mask broadcastable to (B, H, T, S) -> (B, H, T, Dv)."""
+    v (B, Hkv, S, Dv), additive mask broadcastable to (B, H, T, S) -> (B, H, T, Dv).
+
+    Preconditions (checked, ValueError otherwise): q, kt, v 4-D with the shapes above,
+    Hkv >= 1 dividing H; the mask broadcastable. Only float32 operands run natively."""
+    for name, a in (("q", q), ("k^T", kt), ("v", v)):
+        bounds.rank("attention", name, a, 4)
     b, h, t, dh = q.shape
     hkv, s = kt.shape[1], kt.shape[3]
-    if kt.shape[0] != b or kt.shape[2] != dh or v.shape[:3] != (b, hkv, s) or h % hkv:
+    if kt.shape[0] != b or kt.shape[2] != dh or v.shape[:3] != (b, hkv, s) or not hkv or h % hkv:
         raise ValueError(
             f"attention: q {list(q.shape)}, k^T {list(kt.shape)}, v {list(v.shape)} do not fit"
         )
@@ -148,8 +154,8 @@ def _native(
         pool.ctrl[ARGS : ARGS + ATTN_ARGS] = args
         pool.fctrl[0] = scale
         parts = min(heads, MAX_SPANS, 2 * num_threads())
-        bounds = np.array([heads * i // parts for i in range(parts + 1)], dtype=np.int64)
-        pool.run_native(KIND_ATTN, bounds)
+        spans = np.array([heads * i // parts for i in range(parts + 1)], dtype=np.int64)
+        pool.run_native(KIND_ATTN, spans)
     finally:
         pool.busy.release()
 

@@ -360,7 +360,13 @@ class _Pool:
     def run_native(self, kind: int, bounds: np.ndarray) -> None:
         """Run the native job whose arguments were written to ctrl[ARGS:BOUNDS] / fctrl
         (only between jobs: the previous one is finished) over spans
-        [bounds[i], bounds[i + 1])."""
+        [bounds[i], bounds[i + 1]).
+
+        bounds: int64, 2 to MAX_SPANS + 1 entries (checked, ValueError otherwise: they
+        are copied into the control block's fixed span table without bounds checks)."""
+        n = bounds.shape[0] - 1 if bounds.ndim == 1 else -1
+        if not 0 < n <= MAX_SPANS or bounds.dtype != np.int64:
+            raise ValueError(f"native job: {n} spans of {bounds.dtype} (1 to {MAX_SPANS} int64)")
         if self.caller_cpus is not None:
             _pin_caller(self.caller_cpus)
         self.ctrl[SPANFN] = span_address(kind)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxexec.kernels import bounds
 from onnxexec.kernels import parallel as par
 from onnxexec.kernels.pool2d_kernels import _avg2d, _max2d, _max2d_indices
 
@@ -60,8 +61,8 @@ def _max_native(xp: np.ndarray, out: np.ndarray, geo: np.ndarray, shape: tuple, 
         return False
     try:
         args = (xp.ctypes.data, out.ctypes.data, planes, h, w, oh, ow, *geo)
-        bounds = np.array([planes * k // parts for k in range(parts + 1)], dtype=np.int64)
-        run_job(pool, par.KIND_POOL, args, 0.0, 0.0, bounds)
+        spans = np.array([planes * k // parts for k in range(parts + 1)], dtype=np.int64)
+        run_job(pool, par.KIND_POOL, args, 0.0, 0.0, spans)
     finally:
         pool.busy.release()
     return True
@@ -80,7 +81,12 @@ def max_pool2d(
     """Y (N, C, OH, OW) float32 and, when asked, Indices int64 (flat over the whole
     input, row-major for storage_order 0, column-major spatial for 1) of x (N, C, H, W)
     float32. Windows are placed at (i * s - pads_begin); the end padding is whatever
-    out_hw implies (taps past the input are ignored)."""
+    out_hw implies (taps past the input are ignored).
+
+    Preconditions (checked, ValueError otherwise: bounds.window2d): x 4-D, kernel,
+    strides, dilations >= 1, pads >= 0, out_hw >= 0."""
+    bounds.rank("max_pool2d", "X", x, 4)
+    bounds.window2d("max_pool2d", x.shape, kernel, strides, dilations, pads_begin, out_hw)
     n, c, h, w = x.shape
     oh, ow = out_hw
     xp = _planes(x)
@@ -109,7 +115,12 @@ def avg_pool2d(
     out_hw: tuple[int, int],
     count_include_pad: bool = False,
 ) -> np.ndarray:
-    """Y (N, C, OH, OW) float32 = window means of x (N, C, H, W) float32 (see module doc)."""
+    """Y (N, C, OH, OW) float32 = window means of x (N, C, H, W) float32 (see module doc).
+
+    Preconditions (checked, ValueError otherwise: bounds.window2d): x 4-D, kernel,
+    strides, dilations >= 1, pads >= 0, out_hw >= 0."""
+    bounds.rank("avg_pool2d", "X", x, 4)
+    bounds.window2d("avg_pool2d", x.shape, kernel, strides, dilations, pads_begin, out_hw, pads_end)
     n, c, h, w = x.shape
     oh, ow = out_hw
     xp = _planes(x)

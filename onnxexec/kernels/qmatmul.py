@@ -314,8 +314,19 @@ def int8_path(w: QWeight, t_rows: int, mode: str) -> bool:
 
 def qmatmul_q(xq: np.ndarray, xst: np.ndarray, w: QWeight, out: np.ndarray) -> np.ndarray:
     """The int8 path of qmatmul from already quantized activations (quantize_act(x)):
-    out (T, N) f32, C-contiguous, equals qmatmul(x, w, mode="int8") bit for bit."""
+    out (T, N) f32, C-contiguous, equals qmatmul(x, w, mode="int8") bit for bit.
+
+    Preconditions (checked, ValueError otherwise; the kernels index all three without
+    bounds checks): xq (T, K), xst (T, 3, K/32), out a C-contiguous float32 (T, N)."""
     n, k = w.shape
+    t_rows = xq.shape[0] if xq.ndim == 2 else -1
+    if xq.shape != (t_rows, k) or xst.shape != (t_rows, 3, k // 32):
+        raise ValueError(
+            f"qmatmul_q: activations {list(xq.shape)} / scales {list(xst.shape)} "
+            f"for a weight of {k} columns"
+        )
+    if out.shape != (t_rows, n) or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise ValueError(f"qmatmul_q: out must be C-contiguous float32 {(t_rows, n)}")
     if xq.shape[0] >= GEMM_MIN_T and w.ggml_type in EXACT_KERNELS and w.layout != "raw":
         gemm_exact(w.args, w.layout, xq, xst, out)  # same bits, tiled over activation rows
         return out

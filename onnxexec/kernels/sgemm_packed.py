@@ -40,12 +40,12 @@ from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not lo
 from onnxexec.kernels import blas, when_imported
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.blas import f32_ptr
-from onnxexec.kernels.objload import host_cpu_flags, intrinsic, jit_disabled, lazy_module
+from onnxexec.kernels.isa import has
+from onnxexec.kernels.objload import intrinsic, jit_disabled, lazy_module
 
 # used inside intrinsic definitions, which run only while numba compiles a kernel
 types = lazy_module("numba.core.types")
 cgutils = lazy_module("numba.core.cgutils")
-_FEATURES = host_cpu_flags()
 
 
 def _asm_parser(_numba: Any) -> None:
@@ -58,8 +58,8 @@ def _asm_parser(_numba: Any) -> None:
 
 
 when_imported("numba", _asm_parser)
-AVAILABLE: Final = not jit_disabled() and {"avx2", "fma"} <= _FEATURES
-AVX512: Final = AVAILABLE and "avx512f" in _FEATURES
+AVAILABLE: Final = not jit_disabled() and has("avx2", "fma")
+AVX512: Final = AVAILABLE and has("avx512f")
 NR: Final = 32 if AVX512 else 16  # columns per panel on this host
 WIDTHS: Final = (16, 32) if AVX512 else (16,)  # panel widths this host runs
 MR16: Final = 6  # rows per AVX2 micro-kernel (12 accumulators + 2 weight registers)

@@ -273,21 +273,12 @@ def jit_disabled() -> bool:
     return os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0")
 
 
-@functools.cache
 def host_cpu_flags() -> frozenset[str]:
-    """This CPU's instruction-set flags (avx2, fma, avx512f, ...), as the kernel lists
-    them in /proc/cpuinfo: from CPUID, less what the OS doesn't enable, which is what
-    LLVM's host detection also checks. Elsewhere, LLVM's own list (loads LLVM)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    import llvmlite.binding as llb
+    """The instruction-set flags kernels may use: kernels/isa.py's, the host's capped
+    by ONNXEXEC_ISA (kept under this name for callers from before the cap)."""
+    from onnxexec.kernels.isa import flags
 
-    return frozenset(k for k, v in llb.get_host_cpu_features().items() if v)
+    return flags()
 
 
 class _LazyModule:

@@ -7,9 +7,7 @@ pool, conv2d's dispatch to it, and the 3x3 depthwise kernel's AVX-512 run."""
 
 from __future__ import annotations
 
-import ctypes
 import mmap
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -25,6 +23,7 @@ from onnxexec.kernels.conv_direct import (
 )
 from onnxexec.kernels.conv_taps import to_ohwi
 from onnxexec.kernels.depthwise import _inplace_masks, depthwise2d_fused
+from tests.unit.kernels._guard import guarded
 from tests.unit.kernels.test_conv_taps import _reference
 
 pytestmark = pytest.mark.skipif(not direct_job.AVAILABLE, reason="needs AVX-512 (avx512f)")
@@ -196,34 +195,13 @@ def test_inplace_depthwise_against_reference(threads, c, h, w, act, alpha, beta)
         np.testing.assert_allclose(out, _act_ref(ref, code, alpha, beta), rtol=1e-4, atol=1e-4)
 
 
-@contextmanager
-def _between_guard_pages(shape):
-    """Random x of `shape` (one page at most) ending where a page ends, between two
-    inaccessible pages: a kernel reading before or past it dies with SIGSEGV. The map
-    goes when the last view of it does."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    page = mmap.PAGESIZE
-    n = int(np.prod(shape))
-    assert 4 * n <= page
-    buf = mmap.mmap(-1, 3 * page)
-    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
-    x = np.frombuffer(buf, dtype=np.float32, count=n, offset=2 * page - 4 * n).reshape(shape)
-    x[:] = _rand(*shape)
-    assert libc.mprotect(base, page, 0) == 0 and libc.mprotect(base + 2 * page, page, 0) == 0
-    try:
-        yield x
-    finally:
-        libc.mprotect(base, 3 * page, mmap.PROT_READ | mmap.PROT_WRITE)
-
-
 def test_inplace_depthwise_reads_nothing_outside_the_planes(threads):
     """The planes fill one page between two inaccessible ones: the taps' masked-off
     lanes before the first plane and past the last must not be read (AVX-512 fault
     suppression)."""
     c = mmap.PAGESIZE // 4 // 256
     w = _rand(c, 1, 3, 3, seed=1)
-    with _between_guard_pages((1, c, 16, 16)) as x:
+    with guarded((1, c, 16, 16)) as x:
         want, _ = _reference(x.copy(), w, None, (1, 1), (1, 1, 1, 1), (1, 1), c)
         out = np.empty((1, c, 16, 16), dtype=np.float32)
         depthwise2d_fused(x, w, None, (1, 1), (1, 1), (1, 1), out, 0, 0.0, 0.0)
@@ -275,7 +253,7 @@ def test_inplace_s2_depthwise_reads_nothing_outside_the_planes(threads):
     masked off, so the page after the planes is never touched."""
     c = mmap.PAGESIZE // 4 // (15 * 17)
     w = _rand(c, 1, 3, 3, seed=1)
-    with _between_guard_pages((1, c, 15, 17)) as x:
+    with guarded((1, c, 15, 17)) as x:
         want, out_hw = _reference(x.copy(), w, None, (2, 2), (1, 1, 1, 1), (1, 1), c)
         out = np.empty((1, c, *out_hw), dtype=np.float32)
         depthwise2d_fused(x, w, None, (2, 2), (1, 1), (1, 1), out, 0, 0.0, 0.0)

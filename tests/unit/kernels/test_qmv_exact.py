@@ -13,12 +13,28 @@ import gguf
 import numpy as np
 import pytest
 
+from onnxexec.kernels import isa
 from onnxexec.kernels import qtypes as q
 from onnxexec.kernels.actquant import quantize_act
 from onnxexec.kernels.qlayout import nib_layout, q8_0_layout
 from onnxexec.kernels.qmv_exact import EXACT_KERNELS
 
 TYPES = {q.Q4_1: "Q4_1", q.Q5_0: "Q5_0", q.Q5_1: "Q5_1", q.Q8_0: "Q8_0"}
+
+
+def _same_bits(got, want):
+    """Bit-identical with llama.cpp's order where FMA exists (the kernels' fastmath
+    'contract' fuses into it); at ONNXEXEC_ISA=generic (no FMA) mul + add round twice,
+    so the portable path is held to 1e-5 of the largest output instead (K-long sums:
+    each rounding is relative to the partial sums, not to the one output)."""
+    if isa.has("fma"):
+        np.testing.assert_array_equal(
+            np.asarray(got).view(np.uint32), np.asarray(want).view(np.uint32)
+        )
+    else:
+        w = np.asarray(want)
+        scale = float(np.max(np.abs(w[np.isfinite(w)]), initial=1.0))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
 
 
 def _f32(x: float) -> np.float32:
@@ -97,7 +113,7 @@ def test_exact_kernels_match_ggml_order(t, n, k, t_rows):
     for kern, chunks in ((EXACT_KERNELS[t][1], 1), (EXACT_KERNELS[t][0], 16)):
         out = np.empty((t_rows, n), np.float32)
         kern(*args, xq, xst, out, chunks)
-        np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+        _same_bits(out, want)
 
 
 def test_exact_kernels_equal_ggml_dot_kernels():
@@ -114,7 +130,7 @@ def test_exact_kernels_equal_ggml_dot_kernels():
         a, b = np.empty((2, 200), np.float32), np.empty((2, 200), np.float32)
         EXACT_KERNELS[t][1](*args, xq, xst, a, 1)
         getattr(ggml_dot, name)[1](*args, xq, xst, b, 1)
-        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+        _same_bits(a, b)
 
 
 @pytest.mark.parametrize("t_rows", [1, 3, 5, 8, 13, 40])
@@ -142,11 +158,11 @@ def test_k_exact_lanes_equal_ggml_dot_k(t, t_rows, monkeypatch):
     x = (rng.standard_normal((t_rows, k)) * 2).astype(np.float32)
     want = ggml_dot_k(raw, raw.size // n, t, x, np.empty((t_rows, n), np.float32))
     got = qm.qmatmul(x, w, mode="int8")
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    _same_bits(got, want)
     if t_rows >= 8:  # the BLAS path too, whatever the size thresholds say
         from onnxexec.kernels import qmv_exact_k
 
         for name in ("GEMM_MIN_T_Q4K", "GEMM_MIN_T_Q6K"):
             monkeypatch.setattr(qmv_exact_k, name, 8)
         got = qm.qmatmul(x, w, mode="int8")
-        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        _same_bits(got, want)
