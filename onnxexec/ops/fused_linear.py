@@ -86,7 +86,9 @@ def fused_matmul(
         y = np.matmul(a, w)
     if bias is not None:
         y = y + bias  # not in place: a bias may broadcast y to a larger shape
-    return activate(np.ascontiguousarray(y), activation, alpha, beta)
+    # np.ascontiguousarray makes a 0-d product (1-D @ 1-D) 1-D: only copy what needs it
+    y = y if y.flags.c_contiguous else np.ascontiguousarray(y)
+    return activate(y, activation, alpha, beta)
 
 
 @op("FusedMatMulGroup", 1, domain=D)
