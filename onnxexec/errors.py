@@ -25,3 +25,8 @@ class InvalidFeedError(OnnxExecError):
 
 class NodeExecutionError(OnnxExecError):
     """A handler failed; the message names the node, op, opset and input types."""
+
+
+class GGUFError(ModelLoadError, ValueError):
+    """A GGUF file or its metadata is malformed or unsupported (names the key, tensor,
+    type or architecture). Also a ValueError: the tokenizer raised those before."""
