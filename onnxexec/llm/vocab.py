@@ -295,7 +295,7 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
         v_kw.update(add_bos=True, add_sep=True, clean_spaces=True)
     elif model in ("gpt2", "gemma4"):
         vtype = VocabType.BPE
-        if KEY + "merges" not in md:
+        if not isinstance(md.get(KEY + "merges"), list):
             raise GGUFError("GGUF tokenizer: BPE vocabulary without tokenizer.ggml.merges")
         lines = md[KEY + "merges"]
         # reversed so that, as in llama.cpp, the first of duplicate merges keeps its rank
@@ -336,7 +336,7 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
         if KEY + name in md:
             v_kw[flag] = bool(md[KEY + name])
 
-    scores = [float(s) for s in md.get(KEY + "scores", [])] or [0.0] * n
+    scores = [float(s) for s in md.get(KEY + "scores") or []] or [0.0] * n
     types = md.get(KEY + "token_type")
     attrs = (
         [TYPE_TO_ATTR.get(int(t), TokenAttr.UNDEFINED) for t in types]

@@ -17,6 +17,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from onnxexec.errors import ModelLoadError
+from onnxexec.ir.dtypes import np_dtype
 from onnxexec.ir.graph import Function, Graph, Node, ValueInfo, canonical_domain
 from onnxexec.ir.onnx_pb import (
     TEXT_SUFFIXES,
@@ -76,6 +77,20 @@ def convert_type(tp: TypeProto) -> ValueType | None:
 
 def _value_info(vi: ValueInfoProto) -> ValueInfo:
     return ValueInfo(vi.name, convert_type(vi.type) if vi.HasField("type") else None, vi.doc_string)
+
+
+def _input_info(vi: ValueInfoProto) -> ValueInfo:
+    """A graph input: its tensor element type must be one a feed can have (like
+    onnxruntime, which rejects UNDEFINED or unknown input types at session creation)."""
+    v = _value_info(vi)
+    if isinstance(v.type, TensorType):
+        try:
+            np_dtype(v.type.elem_type)
+        except ValueError:
+            raise ModelLoadError(
+                f"graph input '{v.name}' has unknown tensor element type {v.type.elem_type}"
+            ) from None
+    return v
 
 
 def _text(b: bytes) -> str | bytes:
@@ -149,7 +164,7 @@ class _Loader:
             inits[s.values.name] = sparse_to_array(s, self.base_dir)
         return Graph(
             nodes=tuple(self.node(n) for n in g.node),
-            inputs=tuple(_value_info(v) for v in g.input),
+            inputs=tuple(_input_info(v) for v in g.input),
             outputs=tuple(_value_info(v) for v in g.output),
             initializers=inits,
             value_info={v.name: _value_info(v) for v in g.value_info},
