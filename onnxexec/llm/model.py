@@ -100,7 +100,13 @@ class LLM:
         self.config: ModelConfig = config_from_metadata(md, n_vocab=emb.shape[0])
         c = self.config
         check_tensors(c, self.gguf.tensors, path)
-        self.n_ctx = min(4096, c.n_ctx_train) if n_ctx is None else _check_n_ctx(n_ctx, c)
+        if n_ctx is not None:
+            self.n_ctx = _check_n_ctx(n_ctx, c)
+        else:  # checked too: the default's KV cache size comes from the file's metadata
+            try:
+                self.n_ctx = _check_n_ctx(min(4096, c.n_ctx_train), c)
+            except ValueError as e:
+                raise GGUFError(f"{path}: {e}") from None
         if isinstance(n_batch, bool) or not isinstance(n_batch, int) or n_batch <= 0:
             raise ValueError(f"n_batch must be a positive integer, got {n_batch!r}")
         self.n_batch = n_batch
