@@ -100,6 +100,16 @@ def _text(b: bytes) -> str | bytes:
         return b
 
 
+def _array(t: Any, base_dir: Path | None, sparse: bool = False) -> np.ndarray:
+    """tensor_to_array / sparse_to_array, with a malformed field (an external-data
+    offset "abc", dims whose product overflows) reported as a ModelLoadError."""
+    try:
+        return sparse_to_array(t, base_dir) if sparse else tensor_to_array(t, base_dir)
+    except (ValueError, OverflowError, TypeError) as e:
+        name = t.values.name if sparse else t.name
+        raise ModelLoadError(f"tensor '{name}': cannot be read ({type(e).__name__}: {e})") from e
+
+
 class _Loader:
     def __init__(self, base_dir: Path | None, opsets: dict[str, int]) -> None:
         self.base_dir = base_dir
@@ -117,11 +127,11 @@ class _Loader:
         if t == A.STRING:
             return _text(a.s)
         if t == A.TENSOR:
-            return tensor_to_array(a.t, self.base_dir)
+            return _array(a.t, self.base_dir)
         if t == A.GRAPH:
             return self.graph(a.g)
         if t == A.SPARSE_TENSOR:
-            return sparse_to_array(a.sparse_tensor, self.base_dir)
+            return _array(a.sparse_tensor, self.base_dir, sparse=True)
         if t == A.TYPE_PROTO:
             return convert_type(a.tp)
         if t == A.FLOATS:  # the repeated fields hold Python floats / ints already
@@ -131,11 +141,11 @@ class _Loader:
         if t == A.STRINGS:
             return tuple(_text(x) for x in a.strings)
         if t == A.TENSORS:
-            return tuple(tensor_to_array(x, self.base_dir) for x in a.tensors)
+            return tuple(_array(x, self.base_dir) for x in a.tensors)
         if t == A.GRAPHS:
             return tuple(self.graph(g) for g in a.graphs)
         if t == A.SPARSE_TENSORS:
-            return tuple(sparse_to_array(x, self.base_dir) for x in a.sparse_tensors)
+            return tuple(_array(x, self.base_dir, sparse=True) for x in a.sparse_tensors)
         if t == A.TYPE_PROTOS:
             return tuple(convert_type(x) for x in a.type_protos)
         raise ModelLoadError(f"attribute '{a.name}' has unknown type {t}")
@@ -159,9 +169,9 @@ class _Loader:
         inits: dict[str, Any] = {}
         for i, t in enumerate(g.initializer):
             arr = arrays.get(i)
-            inits[t.name] = tensor_to_array(t, self.base_dir) if arr is None else arr
+            inits[t.name] = _array(t, self.base_dir) if arr is None else arr
         for s in g.sparse_initializer:
-            inits[s.values.name] = sparse_to_array(s, self.base_dir)
+            inits[s.values.name] = _array(s, self.base_dir, sparse=True)
         return Graph(
             nodes=tuple(self.node(n) for n in g.node),
             inputs=tuple(_input_info(v) for v in g.input),

@@ -262,6 +262,10 @@ def random_text(rng: random.Random, specials: list[str]) -> str:
 # -- ONNX -------------------------------------------------------------------------------
 
 
+EXTERNAL_VALUES = ["abc", "-1", "1e3", "", str(2**70), "0", "4", "12", "../w.bin", "/etc/hostname"]
+EXTERNAL_VALUES += ["missing.bin", "w.bin", "."]
+
+
 def mutate_onnx_struct(rng: random.Random, data: bytes) -> bytes:
     """1-3 edits of a parsed ModelProto: attribute values and types, tensor dims, types
     and raw_data, node op/domain/inputs/outputs, value_info shapes, opsets, ir_version."""
@@ -298,8 +302,11 @@ def _edit_onnx(rng: random.Random, m: Any) -> None:
             a.type, a.i = 2, rng.choice(INTS) % 2**63
     elif op == 3 and g.initializer:
         t = rng.choice(g.initializer)
-        r = rng.randrange(4)
-        if r == 0 and t.dims:
+        r = rng.randrange(5)
+        if r == 4 and t.external_data:
+            e = rng.choice(t.external_data)
+            e.value = rng.choice(EXTERNAL_VALUES)
+        elif r == 0 and t.dims:
             t.dims[rng.randrange(len(t.dims))] = rng.choice([0, 1, 3, -1, 2**31, 2**62])
         elif r == 1:
             t.data_type = rng.choice([0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 16, 17, 21, 23, 99])

@@ -127,8 +127,28 @@ def onnx_seeds() -> tuple[bytes, ...]:
             [vi("y", T.FLOAT, [1, 2, 3]), vi("i", T.INT64, [1, 2, 4])],
             [init("k", np.array([4], np.int64)), init("w", f32(3, 4))],
         ),
+        _external_seed(f32(3, 4)),
     ]
     return tuple(seeds)
+
+
+EXTERNAL = "w.bin"  # the external-data file run_onnx writes next to a case's model
+EXTERNAL_BYTES = np.arange(64, dtype=np.float32).tobytes()
+
+
+def _external_seed(w: np.ndarray) -> bytes:
+    """MatMul with its weight in EXTERNAL at offset 16 (works only when loaded from a
+    file: from bytes it is a clean error)."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    t = T(name="w", data_type=T.FLOAT, dims=[3, 4], data_location=T.EXTERNAL)
+    for k, v in (("location", EXTERNAL), ("offset", "16"), ("length", "48")):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3])
+    y = h.make_tensor_value_info("y", T.FLOAT, [2, 4])
+    return _model([h.make_node("MatMul", ["x", "w"], ["y"])], [x], [y], [t])
 
 
 @functools.cache

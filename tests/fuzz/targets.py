@@ -33,7 +33,12 @@ def run_onnx(data: bytes, work: str) -> None:
     preadv path), then one run with feeds of the declared shapes (symbolic or odd
     dims become 2)."""
     import onnxexec
+    from tests.fuzz.seeds import EXTERNAL, EXTERNAL_BYTES
 
+    ext = os.path.join(work, EXTERNAL)
+    if not os.path.exists(ext):
+        with open(ext, "wb") as f:
+            f.write(EXTERNAL_BYTES)
     source: bytes | str = data
     if len(data) % 2:
         source = os.path.join(work, "case.onnx")
