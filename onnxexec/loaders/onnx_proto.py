@@ -151,6 +151,14 @@ class _Loader:
         raise ModelLoadError(f"attribute '{a.name}' has unknown type {t}")
 
     def node(self, n: NodeProto) -> Node:
+        # protobuf hands back bytes for a string field that is not UTF-8 (a proto2
+        # quirk); names must be str, or sorting and lookups fail far from here
+        fields = (n.op_type, n.domain, n.name, *n.input, *n.output)
+        if not all(isinstance(f, str) for f in fields):
+            raise ModelLoadError(
+                f"node {n.name!r} ({n.op_type!r}): op type, domain, name, inputs and "
+                "outputs must be UTF-8 strings"
+            )
         try:
             attrs = {a.name: self.attr(a) for a in n.attribute}
         except ModelLoadError as e:

@@ -73,9 +73,11 @@ class Worker:
         self.deadline = 0.0
         self.started = 0.0
         self.warm = False  # the first case pays for imports and kernel loading
+        self.history: list[str] = []  # cases run so far: a crash may be an earlier one's
 
     def submit(self, index: int, target: str, payload: Any, timeout: float) -> None:
         self.case = (index, target)
+        self.history = [*self.history[-15:], f"{target} {index}"]
         self.started = time.monotonic()
         self.deadline = self.started + timeout * (1 if self.warm else 4)
         assert self.proc.stdin is not None
@@ -90,7 +92,9 @@ class Worker:
         except (EOFError, pickle.UnpicklingError):
             code = self.proc.wait()
             sig = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-            return Result(index, target, "crash", f"{sig}; {self.tail()}", self.elapsed())
+            ran = ", ".join(self.history)
+            detail = f"{sig}; this worker ran: {ran}; {self.tail()}"
+            return Result(index, target, "crash", detail, self.elapsed())
         self.warm = True
         return Result(index, target, outcome, detail, self.elapsed())
 

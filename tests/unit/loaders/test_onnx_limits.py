@@ -60,3 +60,18 @@ def test_graph_input_of_unknown_element_type(elem: int) -> None:
         ModelLoadError, match=f"graph input 'x' has unknown tensor element type {elem}"
     ):
         InferenceSession(m.SerializeToString())
+
+
+def test_op_type_that_is_not_utf8() -> None:
+    # protobuf returns such a string field as bytes: planning then failed sorting
+    # bytes against str (TypeError) instead of naming the node
+    g = h.make_graph(
+        [h.make_node("Identity", ["x"], ["y"])],
+        "g",
+        [h.make_tensor_value_info("x", T.FLOAT, [2])],
+        [h.make_tensor_value_info("y", T.FLOAT, [2])],
+    )
+    data = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    bad = data.replace(b"Identity", b"Ident\xe3ty")
+    with pytest.raises(ModelLoadError, match="must be UTF-8 strings"):
+        InferenceSession(bad)
