@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.fuzz.pool import run_cases
 from tests.fuzz.run import TARGETS, fuzz
 
-DEFAULT_CASES = {"onnx": 250, "gguf": 150, "tokenizer": 400}
+DEFAULT_CASES = {"onnx": 800, "gguf": 500, "tokenizer": 1200}
 
 
 def test_harness_sees_every_outcome(tmp_path: Path) -> None:
