@@ -207,6 +207,7 @@ def _int_or_none(v: Any) -> int | None:
     return None if v is None else int(v)
 
 
+MAX_TOKEN_CHARS = 1024
 _BYTE_TEXT = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 # key suffix -> (element kind, must have one entry a token)
 _LISTS = {
@@ -242,6 +243,14 @@ def check_metadata(md: Mapping[str, Any]) -> None:
             )
     if not tokens:
         raise GGUFError(f"GGUF metadata '{KEY}tokens' is empty")
+    # Matching costs up to (text length x longest token) for WPM and UGM, as in
+    # llama.cpp; real vocabularies stay far below this (their longest: ~256).
+    longest = max(range(len(tokens)), key=lambda i: len(tokens[i]))
+    if len(tokens[longest]) > MAX_TOKEN_CHARS:
+        raise GGUFError(
+            f"GGUF tokenizer: token #{longest} is {len(tokens[longest])} characters long "
+            f"(limit {MAX_TOKEN_CHARS})"
+        )
     for key in ("model", "pre"):
         if KEY + key in md and not isinstance(md[KEY + key], str):
             raise GGUFError(f"GGUF metadata '{KEY}{key}' must be a string")

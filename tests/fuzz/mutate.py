@@ -375,8 +375,16 @@ def _edit_onnx(rng: random.Random, m: Any) -> None:
 
 
 def _edit_attr(rng: random.Random, a: Any) -> None:
-    r = rng.randrange(6)
-    if r == 0:
+    r = rng.randrange(8)
+    if r >= 6 and a.ints:  # small values, negative ones included: pads, axes, strides
+        v = rng.choice([-3, -2, -1, 0, 1, 2, 3, 5])
+        if r == 6:
+            a.ints[rng.randrange(len(a.ints))] = v
+        else:
+            a.ints[:] = [v] * len(a.ints)
+    elif r == 6:
+        a.i = rng.choice([-3, -2, -1, 0, 1, 2, 3, 5])
+    elif r == 0:
         a.i = rng.choice(INTS) % 2**63 * rng.choice([1, -1])
     elif r == 1:
         a.f = rng.choice(FLOATS)
