@@ -26,6 +26,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMORY_LIMIT = 6 << 30  # bytes of address space a worker may map
+WARMUP_TIMEOUT = 900.0  # seconds for a worker's warm-up plus its first case
 _LEN = struct.Struct("<Q")
 
 
@@ -72,14 +73,15 @@ class Worker:
         self.case: tuple[int, str] | None = None
         self.deadline = 0.0
         self.started = 0.0
-        self.warm = False  # the first case pays for imports and kernel loading
+        self.warm = False  # the first case waits for the warm-up
         self.history: list[str] = []  # cases run so far: a crash may be an earlier one's
 
     def submit(self, index: int, target: str, payload: Any, timeout: float) -> None:
         self.case = (index, target)
         self.history = [*self.history[-15:], f"{target} {index}"]
         self.started = time.monotonic()
-        self.deadline = self.started + timeout * (1 if self.warm else 4)
+        # the first answer comes after the worker's warm-up (imports, kernel compiles)
+        self.deadline = self.started + (timeout if self.warm else max(timeout, WARMUP_TIMEOUT))
         assert self.proc.stdin is not None
         _send(self.proc.stdin, (target, payload))
 
@@ -158,6 +160,17 @@ def run_cases(
             w.kill()
 
 
+def warmup(work: str) -> None:
+    from tests.fuzz.seeds import gguf_seeds, onnx_seeds, tokenizer_seeds
+    from tests.fuzz.targets import classify
+
+    for target, seeds in (("gguf", gguf_seeds()), ("onnx", onnx_seeds())):
+        for data in seeds:
+            classify(target, data, work)
+    for md in tokenizer_seeds():
+        classify("tokenizer", (md, ["warm up"], [0]), work)
+
+
 def _worker_main() -> None:
     import faulthandler
     import resource
@@ -170,6 +183,9 @@ def _worker_main() -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not corrupt the protocol
     with tempfile.TemporaryDirectory(prefix="onnxexec-fuzz-") as work:
+        # every seed once, unmutated, before the first case: numba compiles (minutes
+        # on a cold cache and a busy machine) must not count against a case's timeout
+        warmup(work)
         while True:
             try:
                 target, payload = _recv(stdin)
