@@ -324,6 +324,11 @@ def load_onnx(
     if base_dir is not None:
         folder = Path(base_dir)
     opsets = {canonical_domain(o.domain): int(o.version) for o in proto.opset_import}
+    for domain, version in opsets.items():
+        if not 0 <= version < 2**31:  # onnx's schema lookup takes a C int
+            raise ModelLoadError(
+                f"opset_import of domain '{domain or 'ai.onnx'}' has version {version}"
+            )
     # A model may import only other domains (the ai.onnx.ml backend cases do); a
     # node of the default domain is then reported by the planner.
     loader = _Loader(folder, opsets)

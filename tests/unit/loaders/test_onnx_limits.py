@@ -75,3 +75,18 @@ def test_op_type_that_is_not_utf8() -> None:
     bad = data.replace(b"Identity", b"Ident\xe3ty")
     with pytest.raises(ModelLoadError, match="must be UTF-8 strings"):
         InferenceSession(bad)
+
+
+@pytest.mark.parametrize("version", [-1, 2**31, 2**40])
+def test_opset_version_out_of_range(version: int) -> None:
+    # 2^40 reached onnx's get_schema (a C int) as a TypeError
+    g = h.make_graph(
+        [h.make_node("Identity", ["x"], ["y"])],
+        "g",
+        [h.make_tensor_value_info("x", T.FLOAT, [2])],
+        [h.make_tensor_value_info("y", T.FLOAT, [2])],
+    )
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.opset_import[0].version = version
+    with pytest.raises(ModelLoadError, match=f"domain 'ai.onnx' has version {version}"):
+        InferenceSession(m.SerializeToString())
