@@ -102,3 +102,8 @@ class RunTerminatedError(OnnxExecError, Fail):
 class ConfigError(OnnxExecError, RuntimeError):
     """A session/run option or provider request onnxruntime refuses with RuntimeError
     (an unknown config key, an unknown provider name, a logger severity out of range)."""
+
+
+class GGUFError(ModelLoadError, ValueError):
+    """A GGUF file or its metadata is malformed or unsupported (names the key, tensor,
+    type or architecture). Also a ValueError: the tokenizer raised those before."""

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from onnxexec.errors import ModelLoadError
+from onnxexec.errors import GGUFError, ModelLoadError
 from onnxexec.kernels.dequant import dequantize
 from onnxexec.kernels.qmatmul import prepare_weight
+from onnxexec.llm.checks import check_tensors
 from onnxexec.llm.config import ModelConfig, config_from_metadata
 from onnxexec.llm.fusion import fuse_graph, prepare_weights
 from onnxexec.llm.graph import GraphOptions, build_llm_graph
@@ -44,6 +45,32 @@ class CacheState:
     v: list[np.ndarray]
 
 
+def _check_n_ctx(n_ctx: object, c: ModelConfig) -> int:
+    """n_ctx within (0, the trained context] and a KV cache that fits in RAM."""
+    if isinstance(n_ctx, bool) or not isinstance(n_ctx, int | np.integer):
+        raise ValueError(f"context size must be an integer, got {n_ctx!r}")
+    n = int(n_ctx)
+    if not 0 < n <= c.n_ctx_train:
+        raise ValueError(
+            f"context size must be positive and <= {c.n_ctx_train} (the model's "
+            f"context_length), got {n}"
+        )
+    need = 2 * c.n_layer * n * c.n_head_kv * c.head_dim * 4  # K and V caches, float32
+    if need > _physical_memory():
+        raise ValueError(
+            f"a KV cache for n_ctx {n} needs {need / 2**30:.1f} GiB, more than this "
+            f"machine's {_physical_memory() / 2**30:.1f} GiB of memory"
+        )
+    return n
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: no limit known
+        return 1 << 62
+
+
 class LLM:
     """Load once, then `eval` tokens into the KV cache and read logits.
 
@@ -72,9 +99,16 @@ class LLM:
             raise ModelLoadError(f"{path}: GGUF file has no tensor 'token_embd.weight'")
         self.config: ModelConfig = config_from_metadata(md, n_vocab=emb.shape[0])
         c = self.config
-        self.n_ctx = min(4096, c.n_ctx_train) if n_ctx is None else int(n_ctx)
-        if self.n_ctx <= 0:
-            raise ValueError(f"context size must be positive, got {self.n_ctx}")
+        check_tensors(c, self.gguf.tensors, path)
+        if n_ctx is not None:
+            self.n_ctx = _check_n_ctx(n_ctx, c)
+        else:  # checked too: the default's KV cache size comes from the file's metadata
+            try:
+                self.n_ctx = _check_n_ctx(min(4096, c.n_ctx_train), c)
+            except ValueError as e:
+                raise GGUFError(f"{path}: {e}") from None
+        if isinstance(n_batch, bool) or not isinstance(n_batch, int) or n_batch <= 0:
+            raise ValueError(f"n_batch must be a positive integer, got {n_batch!r}")
         self.n_batch = n_batch
         self.options = options or GraphOptions()
         # Q|K|V and gate|up relayouted into stacked arrays (parts are views; exact)
@@ -82,6 +116,11 @@ class LLM:
             self.gguf.tensors, c.n_layer, prepare_tensor, fuse=self.options.fuse
         )
         self.tokenizer = load_tokenizer(md)
+        if self.tokenizer.vocab_size != c.n_vocab:  # llama.cpp: token_embd {n_embd, n_vocab}
+            raise GGUFError(
+                f"{path}: the vocabulary has {self.tokenizer.vocab_size} tokens but "
+                f"token_embd.weight has {c.n_vocab} rows"
+            )
         self._plans: dict[bool, GraphPlan] = {}
         shape = (self.n_ctx, c.n_head_kv, c.head_dim)
         self.k_cache = [np.zeros(shape, np.float32) for _ in range(c.n_layer)]
@@ -149,7 +188,7 @@ class LLM:
 
     def eval(self, tokens: Sequence[int], all_logits: bool = False) -> np.ndarray:
         """Append `tokens` to the cache; logits (len, V) if all_logits else (1, V) for the last."""
-        toks = [int(t) for t in tokens]
+        toks = _token_ids(tokens, self.config.n_vocab)
         if not toks:
             raise ValueError("eval needs at least one token")
         if self.n_past + len(toks) > self.n_ctx:
@@ -179,11 +218,46 @@ class LLM:
         )
 
     def load_state(self, state: CacheState) -> None:
-        n = len(state.tokens)
+        """Restore a save_state() result; ValueError (nothing changed) if it does not fit
+        this model: more tokens than n_ctx, ids outside the vocabulary, or K/V arrays
+        that are not one (n_tokens, Hkv, Dh) array per layer."""
+        if not isinstance(state, CacheState):
+            raise ValueError(f"load_state needs a CacheState, got {type(state).__name__}")
+        toks = _token_ids(state.tokens, self.config.n_vocab)
+        n = len(toks)
         if n > self.n_ctx:
             raise ValueError(f"saved state has {n} tokens > n_ctx {self.n_ctx}")
+        c = self.config
+        want = (n, c.n_head_kv, c.head_dim)
+        for name, arrays in (("k", state.k), ("v", state.v)):
+            if not isinstance(arrays, list | tuple) or len(arrays) != c.n_layer:
+                raise ValueError(
+                    f"saved state: '{name}' must hold {c.n_layer} arrays (one a layer)"
+                )
+            for il, a in enumerate(arrays):
+                if not isinstance(a, np.ndarray) or a.shape != want or a.dtype.kind != "f":
+                    got = (
+                        f"{a.dtype}{list(a.shape)}"
+                        if isinstance(a, np.ndarray)
+                        else type(a).__name__
+                    )
+                    raise ValueError(
+                        f"saved state: {name}[{il}] must be float{list(want)}, got {got}"
+                    )
         for dst, src in zip(self.k_cache, state.k, strict=True):
             dst[:n] = src
         for dst, src in zip(self.v_cache, state.v, strict=True):
             dst[:n] = src
-        self.tokens = list(state.tokens)
+        self.tokens = toks
+
+
+def _token_ids(tokens: Iterable[int], n_vocab: int) -> list[int]:
+    """tokens as a list of ints, each in [0, n_vocab); ValueError naming the first bad one."""
+    if isinstance(tokens, str | bytes) or not isinstance(tokens, Iterable):
+        raise ValueError(f"token ids must be a sequence of integers, got {type(tokens).__name__}")
+    out = []
+    for i, t in enumerate(tokens):
+        if isinstance(t, bool) or not isinstance(t, int | np.integer) or not 0 <= t < n_vocab:
+            raise ValueError(f"token #{i} is {t!r}, not an id in [0, {n_vocab})")
+        out.append(int(t))
+    return out

@@ -7,6 +7,7 @@ greedy sampler. A seed makes draws reproducible.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,17 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
+        """ValueError stating the allowed range; NaN fails every check (comparisons
+        with NaN are false, so each is written as `not <valid>`)."""
+        for name in ("temperature", "top_p", "min_p", "repeat_penalty"):
+            _check_number(self, name)
+        for name in ("presence_penalty", "frequency_penalty"):
+            _check_number(self, name)
+        for name in ("top_k", "penalty_last_n"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"{name} must be an integer, got {v!r}")
+        if not self.temperature >= 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
@@ -36,8 +47,27 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not 0.0 <= self.min_p <= 1.0:
             raise ValueError(f"min_p must be in [0, 1], got {self.min_p}")
-        if self.repeat_penalty <= 0:
+        if not self.repeat_penalty > 0:
             raise ValueError(f"repeat_penalty must be > 0, got {self.repeat_penalty}")
+        if self.penalty_last_n < -1:
+            raise ValueError(
+                f"penalty_last_n must be >= -1 (-1 or 0: all), got {self.penalty_last_n}"
+            )
+        for tok, bias in dict(self.logit_bias).items():
+            if isinstance(tok, bool) or not isinstance(tok, int) or tok < 0:
+                raise ValueError(f"logit_bias: token id {tok!r} is not an integer >= 0")
+            if isinstance(bias, bool) or not isinstance(bias, int | float) or math.isnan(bias):
+                raise ValueError(f"logit_bias[{tok}] = {bias!r} is not a number")
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0
+        ):
+            raise ValueError(f"seed must be None or an integer >= 0, got {self.seed!r}")
+
+
+def _check_number(p: SamplingParams, name: str) -> None:
+    v = getattr(p, name)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {v!r}")
 
 
 def apply_penalties(logits: np.ndarray, recent: Sequence[int], p: SamplingParams) -> None:
@@ -66,7 +96,9 @@ class Sampler:
         p = self.params
         x = np.array(logits, dtype=np.float64).reshape(-1)
         for tok, bias in p.logit_bias.items():
-            x[int(tok)] += bias
+            if tok >= x.size:
+                raise ValueError(f"logit_bias: token id {tok} is not below the {x.size} logits")
+            x[tok] += bias
         apply_penalties(x, recent, p)
         if p.temperature == 0:
             return int(np.argmax(x))

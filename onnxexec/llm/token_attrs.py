@@ -117,7 +117,9 @@ def model_attrs(
     arch = str(md.get("general.architecture", ""))
 
     def set_attr(text: str, attr: int, value: bool) -> None:
-        i = token_to_id[text]
+        i = token_to_id.get(text)
+        if i is None:  # llama.cpp's .at() throws here; without the token there is nothing to set
+            return
         attrs[i] = attrs[i] | attr if value else attrs[i] & ~attr
 
     if any(s in pre_name for s in ("jina-v2-de", "jina-v2-es", "jina-v2-code")) or any(

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from onnxexec.errors import GGUFError
 from onnxexec.llm.token_attrs import TokenAttr
 from onnxexec.llm.tokenizer_bpe import BpeEncoder
 from onnxexec.llm.tokenizer_spm import SpmEncoder
@@ -215,8 +216,8 @@ class Tokenizer:
 
 
 def _need(token: int | None, name: str) -> int:
-    if token is None:
-        raise ValueError(f"the vocabulary has no {name} token but the tokenizer needs one")
+    if token is None:  # the metadata asks for it (add_bos_token...) but names no valid id
+        raise GGUFError(f"the vocabulary has no {name} token but the tokenizer needs one")
     return token
 
 

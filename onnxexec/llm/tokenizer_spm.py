@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 
+from onnxexec.errors import GGUFError
 from onnxexec.llm.vocab import Vocab
 
 
@@ -68,5 +69,5 @@ class SpmEncoder:
         if tid is None:
             tid = t2i.get(bytes((byte,)).decode("utf-8", "surrogateescape"))
         if tid is None:
-            raise ValueError(f"SPM vocabulary has no token for byte 0x{byte:02X}")
+            raise GGUFError(f"SPM vocabulary has no token for byte 0x{byte:02X}")
         return tid

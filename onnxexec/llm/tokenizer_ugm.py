@@ -14,6 +14,7 @@ import struct
 import sys
 
 from onnxexec.llm.token_attrs import TokenAttr
+from onnxexec.llm.trie import Trie
 from onnxexec.llm.unicode_props import utf8_len
 from onnxexec.llm.vocab import SPACE_ESCAPE, Vocab
 
@@ -82,8 +83,8 @@ class UgmEncoder:
     def __init__(self, vocab: Vocab) -> None:
         self.vocab = vocab
         self.charsmap = CharsMap(vocab.charsmap) if vocab.charsmap else None
-        self.pieces: dict[bytes, int] = {}
-        self.user_prefixes: set[bytes] = set()  # every prefix of a user-defined token
+        self.pieces = Trie()
+        self.user_prefixes = Trie()  # the user-defined tokens (their prefixes are walked)
         normal_scores = []
         keep = TokenAttr.NORMAL | TokenAttr.USER_DEFINED | TokenAttr.UNUSED
         for i, (text, attr) in enumerate(zip(vocab.tokens, vocab.attrs, strict=True)):
@@ -91,18 +92,15 @@ class UgmEncoder:
             if attr & TokenAttr.NORMAL:
                 normal_scores.append(vocab.scores[i])
             if attr & keep:
-                self.pieces[key] = i
+                self.pieces.add(key, i)
             if attr & TokenAttr.USER_DEFINED:
-                self.user_prefixes.update(key[:k] for k in range(1, len(key) + 1))
-        self.max_len = max(map(len, self.pieces), default=0)
+                self.user_prefixes.add(key, i)
         self.unknown_score = (min(normal_scores) if normal_scores else 3.4e38) - _UNKNOWN_PENALTY
 
     def _normalize_prefix(self, data: bytes, pos: int) -> tuple[bytes, int]:
         # naive_trie::get_longest_prefix: how far the input follows the user-defined
         # tokens' trie, whether or not a whole token ends there
-        n = 0
-        while pos + n < len(data) and data[pos : pos + n + 1] in self.user_prefixes:
-            n += 1
+        n = self.user_prefixes.prefix_len(data, pos)
         if n:
             return data[pos : pos + n], n
         if self.charsmap is not None:
@@ -154,10 +152,7 @@ class UgmEncoder:
             char_len = min(utf8_len(data[pos]), n - pos)
             base = best[pos][0]
             whole_char = False
-            for end in range(pos + 1, min(n, pos + self.max_len) + 1):
-                tid = pieces.get(data[pos:end])
-                if tid is None:
-                    continue
+            for end, tid in pieces.matches(data, pos):
                 whole_char |= end - pos == char_len
                 score = base + (0.0 if attrs[tid] & user else scores[tid])
                 if score > best[end][0]:

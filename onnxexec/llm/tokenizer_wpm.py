@@ -9,6 +9,8 @@ an unmatched position becomes the unknown token.
 
 from __future__ import annotations
 
+from onnxexec.errors import GGUFError
+from onnxexec.llm.trie import Trie
 from onnxexec.llm.unicode_props import (
     CONTROL,
     MARK,
@@ -68,30 +70,30 @@ class WpmEncoder:
 
     def __init__(self, vocab: Vocab) -> None:
         self.vocab = vocab
-        self.max_len = max(len(t) for t in vocab.tokens)
+        self.trie = Trie()
+        for text, tid in vocab.token_to_id.items():
+            self.trie.add(map(ord, text), tid)
 
     def encode(self, text: str) -> list[int]:
         v = self.vocab
-        t2i = v.token_to_id
         out: list[int] = []
         for word in wpm_words(text, v.lowercase, v.strip_accents):
-            w = SPACE_ESCAPE + word
+            w = [ord(c) for c in SPACE_ESCAPE + word]
             n = len(w)
             ids: list[int] = []
             i = 0
             while i < n:
-                for j in range(min(n, i + self.max_len), i, -1):
-                    tid = t2i.get(w[i:j])
-                    if tid is not None:
-                        ids.append(tid)
-                        i = j
-                        break
-                else:
+                longest = None  # the longest vocabulary entry starting at i
+                for longest in self.trie.matches(w, i):  # noqa: B007
+                    pass
+                if longest is None:
                     ids = []  # an unmatched position discards the whole word
                     break
+                i, tid = longest
+                ids.append(tid)
             if not ids:
                 if v.ids["unk"] is None:
-                    raise ValueError("WPM vocabulary has no unknown token")
+                    raise GGUFError("WPM vocabulary has no unknown token")
                 ids = [v.ids["unk"]]
             out.extend(ids)
         return out

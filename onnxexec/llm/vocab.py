@@ -9,10 +9,13 @@ tokenizer_{bpe,spm,wpm,ugm}.py; tokenizer.py ties them together.
 from __future__ import annotations
 
 import enum
+import operator
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from onnxexec.errors import GGUFError
 from onnxexec.llm.pretokenize_rules import PRE_TOKENIZERS, REGEXES
 from onnxexec.llm.token_attrs import SPECIAL, TYPE_TO_ATTR, TokenAttr, model_attrs, special_attrs
 from onnxexec.llm.unicode_props import UNICODE_TO_BYTE
@@ -93,6 +96,13 @@ class Vocab:
 
         special=False renders CONTROL and UNKNOWN tokens as b"".
         """
+        try:
+            token = operator.index(token)
+        except TypeError:
+            raise ValueError(f"token id {token!r:.40} is not an integer") from None
+        if not 0 <= token < len(self.tokens):
+            # a negative id would silently wrap to the end of the vocabulary
+            raise ValueError(f"token id {token} is not in [0, {len(self.tokens)})")
         attr = self.attrs[token]
         if not special and attr & SPECIAL:
             return b""
@@ -197,8 +207,67 @@ def _int_or_none(v: Any) -> int | None:
     return None if v is None else int(v)
 
 
+MAX_TOKEN_CHARS = 1024
+_BYTE_TEXT = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+# key suffix -> (element kind, must have one entry a token)
+_LISTS = {
+    "tokens": (str, True),
+    "scores": (float, True),
+    "token_type": (int, True),
+    "merges": (str, False),
+    "precompiled_charsmap": (int, False),
+}
+
+
+def _is(v: Any, kind: type) -> bool:
+    if isinstance(v, bool):
+        return kind is int
+    return isinstance(v, int | float) if kind is float else isinstance(v, kind)
+
+
+def check_metadata(md: Mapping[str, Any]) -> None:
+    """GGUFError naming the key when tokenizer metadata is missing or of the wrong type
+    (llama.cpp's loader rejects a mistyped key the same way)."""
+    tokens = md.get(KEY + "tokens")
+    if tokens is None:
+        raise GGUFError(f"GGUF metadata is missing '{KEY}tokens' (the tokenizer's vocabulary)")
+    for suffix, (kind, per_token) in _LISTS.items():
+        v = md.get(KEY + suffix)
+        if v is None:
+            continue
+        if not isinstance(v, list) or not all(_is(x, kind) for x in v):
+            raise GGUFError(f"GGUF metadata '{KEY}{suffix}' must be an array of {kind.__name__}")
+        if per_token and len(v) != len(tokens):
+            raise GGUFError(
+                f"GGUF metadata '{KEY}{suffix}' has {len(v)} entries for {len(tokens)} tokens"
+            )
+    if not tokens:
+        raise GGUFError(f"GGUF metadata '{KEY}tokens' is empty")
+    # Matching costs up to (text length x longest token) for WPM and UGM, as in
+    # llama.cpp; real vocabularies stay far below this (their longest: ~256).
+    longest = max(range(len(tokens)), key=lambda i: len(tokens[i]))
+    if len(tokens[longest]) > MAX_TOKEN_CHARS:
+        raise GGUFError(
+            f"GGUF tokenizer: token #{longest} is {len(tokens[longest])} characters long "
+            f"(limit {MAX_TOKEN_CHARS})"
+        )
+    for key in ("model", "pre"):
+        if KEY + key in md and not isinstance(md[KEY + key], str):
+            raise GGUFError(f"GGUF metadata '{KEY}{key}' must be a string")
+    for suffix, _ in _ID_KEYS:
+        v = md.get(KEY + suffix)
+        if v is not None and not _is(v, int):
+            raise GGUFError(f"GGUF metadata '{KEY}{suffix}' must be an integer, got {v!r:.80}")
+    for i, t in enumerate(md.get(KEY + "token_type") or ()):
+        if TYPE_TO_ATTR.get(t) == TokenAttr.BYTE and not _BYTE_TEXT.fullmatch(tokens[i]):
+            raise GGUFError(
+                f"GGUF tokenizer: byte token #{i} is {tokens[i]!r:.40}, not of the form <0xNN>"
+            )
+
+
 def load_vocab(md: Mapping[str, Any]) -> Vocab:
     """Build a Vocab from GGUF metadata (a dict of decoded key/values)."""
+    check_metadata(md)
     model = md.get(KEY + "model")
     pre_name = str(md.get(KEY + "pre", "") or "")
     tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(md[KEY + "tokens"])]
@@ -235,8 +304,8 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
         v_kw.update(add_bos=True, add_sep=True, clean_spaces=True)
     elif model in ("gpt2", "gemma4"):
         vtype = VocabType.BPE
-        if KEY + "merges" not in md:
-            raise ValueError("GGUF tokenizer: BPE vocabulary without tokenizer.ggml.merges")
+        if not isinstance(md.get(KEY + "merges"), list):
+            raise GGUFError("GGUF tokenizer: BPE vocabulary without tokenizer.ggml.merges")
         lines = md[KEY + "merges"]
         # reversed so that, as in llama.cpp, the first of duplicate merges keeps its rank
         merges = dict(zip(reversed(lines), range(len(lines) - 1, -1, -1), strict=True))
@@ -245,10 +314,10 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
         else:
             pre_name = "gemma4"
         if pre_name not in PRE_TOKENIZERS and pre_name:
-            raise ValueError(f"GGUF tokenizer: unknown pre-tokenizer type '{pre_name}'")
+            raise GGUFError(f"GGUF tokenizer: unknown pre-tokenizer type '{pre_name}'")
         pre, opts = PRE_TOKENIZERS[pre_name or "default"]
         if pre in ("kimi-k2", "whitespace"):
-            raise NotImplementedError(f"GGUF tokenizer: pre-tokenizer '{pre_name}' not supported")
+            raise GGUFError(f"GGUF tokenizer: pre-tokenizer '{pre_name}' not supported")
         v_kw.update(
             escape_whitespaces="escape_ws" in opts,
             clean_spaces="keep_spaces" not in opts,
@@ -265,8 +334,8 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
         charsmap = md.get(KEY + "precompiled_charsmap") or []
         v_kw.update(add_eos=True, charsmap=bytes(b & 0xFF for b in charsmap))
     else:
-        raise NotImplementedError(
-            f"GGUF tokenizer model '{model}' is not supported "
+        raise GGUFError(
+            f"GGUF tokenizer model {model!r:.80} is not supported "
             "(supported: llama, gpt2, gemma4, bert, t5)"
         )
     for name, flag in (
@@ -276,7 +345,7 @@ def load_vocab(md: Mapping[str, Any]) -> Vocab:
         if KEY + name in md:
             v_kw[flag] = bool(md[KEY + name])
 
-    scores = [float(s) for s in md.get(KEY + "scores", [])] or [0.0] * n
+    scores = [float(s) for s in md.get(KEY + "scores") or []] or [0.0] * n
     types = md.get(KEY + "token_type")
     attrs = (
         [TYPE_TO_ATTR.get(int(t), TokenAttr.UNDEFINED) for t in types]

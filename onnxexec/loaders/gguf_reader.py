@@ -16,6 +16,7 @@ both readers field by field and tensor by tensor).
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from dataclasses import dataclass
@@ -24,13 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from onnxexec.errors import ModelLoadError
+from onnxexec.errors import GGUFError
 from onnxexec.loaders.ggml_types import BLOCK, GGMLType
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4  # GGML_MAX_DIMS
+# gguf.cpp rejects arrays of arrays; gguf-py can write them, so a few levels are read,
+# but not enough for a crafted file to exhaust the Python stack
+MAX_ARRAY_DEPTH = 4
 
 # gguf_type in ggml/src/gguf.cpp: id -> (struct code, size); 7 = bool, 8 = string, 9 = array
 _SCALARS: dict[int, tuple[str, int]] = {
@@ -78,7 +82,7 @@ class GGUFTensor:
 
     @property
     def n_elements(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,7 @@ class _Cursor:
 
     def need(self, n: int, what: str) -> None:
         if n < 0 or self.pos + n > len(self.buf):
-            raise ModelLoadError(
+            raise GGUFError(
                 f"{self.path}: truncated GGUF file: {what} needs {n} bytes at offset "
                 f"{self.pos}, but the file is {len(self.buf)} bytes"
             )
@@ -162,13 +166,17 @@ class _Cursor:
         self.pos = pos
         return out
 
-    def value(self, vtype: int, what: str) -> Any:
+    def value(self, vtype: int, what: str, depth: int = 0) -> Any:
         if vtype in _SCALARS:
             code, size = _SCALARS[vtype]
             return self.scalar(code, size, what)
         if vtype == _STRING:
             return self.string(what)
         if vtype == _ARRAY:
+            if depth >= MAX_ARRAY_DEPTH:
+                raise GGUFError(
+                    f"{self.path}: {what}: arrays nested deeper than {MAX_ARRAY_DEPTH} levels"
+                )
             etype = self.u32(what)
             n = self.u64(what)
             if etype in _NP_SCALARS:  # numeric array: one numpy read, no per-element loop
@@ -178,29 +186,27 @@ class _Cursor:
                 self.pos += n * size
                 return arr.astype(bool).tolist() if etype == 7 else arr.tolist()
             if etype not in (_STRING, _ARRAY):
-                raise ModelLoadError(
-                    f"{self.path}: {what}: unknown GGUF array element type {etype}"
-                )
+                raise GGUFError(f"{self.path}: {what}: unknown GGUF array element type {etype}")
             self.need(n * 8, what)  # every string/array element takes at least 8 bytes
             if etype == _STRING:
                 fast = self._strings(n)  # vocabularies: ~100k strings
                 if fast is not None:
                     return fast
-            return [self.value(etype, what) for _ in range(n)]
-        raise ModelLoadError(f"{self.path}: {what}: unknown GGUF value type {vtype}")
+            return [self.value(etype, what, depth + 1) for _ in range(n)]
+        raise GGUFError(f"{self.path}: {what}: unknown GGUF value type {vtype}")
 
 
 def _check_header(mm: np.ndarray, path: str) -> int:
     if len(mm) < 4 or bytes(mm[:4]) != GGUF_MAGIC:
         head = bytes(mm[:4])
-        raise ModelLoadError(f"{path}: not a GGUF file (magic {head!r}, expected b'GGUF')")
+        raise GGUFError(f"{path}: not a GGUF file (magic {head!r}, expected b'GGUF')")
     if len(mm) < 24:
-        raise ModelLoadError(f"{path}: truncated GGUF file: {len(mm)} bytes, header needs 24")
+        raise GGUFError(f"{path}: truncated GGUF file: {len(mm)} bytes, header needs 24")
     (version,) = struct.unpack_from("<I", mm, 4)
     if version & 0xFFFF == 0 and version != 0:
-        raise ModelLoadError(f"{path}: big-endian GGUF files are not supported")
+        raise GGUFError(f"{path}: big-endian GGUF files are not supported")
     if version not in SUPPORTED_VERSIONS:
-        raise ModelLoadError(
+        raise GGUFError(
             f"{path}: unsupported GGUF version {version} (supported: {SUPPORTED_VERSIONS})"
         )
     return int(version)
@@ -209,27 +215,35 @@ def _check_header(mm: np.ndarray, path: str) -> int:
 def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
     """Parse a GGUF file's header and memory-map its tensors (no tensor bytes are copied).
 
-    Raises ModelLoadError naming the file (and tensor) when the file is not GGUF, is
+    Raises GGUFError naming the file (and tensor) when the file is not GGUF, is
     truncated, uses an unsupported version, or holds a tensor of unknown type.
     """
     p = str(Path(path))
     if not os.path.isfile(p):
-        raise ModelLoadError(f"{p}: no such file")
+        raise GGUFError(f"{p}: no such file")
     if os.path.getsize(p) == 0:
-        raise ModelLoadError(f"{p}: not a GGUF file (empty)")
+        raise GGUFError(f"{p}: not a GGUF file (empty)")
     mm = np.memmap(p, dtype=np.uint8, mode="r")
     version = _check_header(mm, p)
     cur = _Cursor(memoryview(mm), p)
     cur.pos = 8
     n_tensors = cur.u64("tensor count")
     n_kv = cur.u64("metadata count")
+    # every record takes at least 13 (kv: key length, type, a 1-byte value) or 24 bytes
+    # (tensor: name length, n_dims, type, offset): counts the file cannot hold are
+    # rejected before any loop runs
+    if n_kv * 13 + n_tensors * 24 > len(mm) - cur.pos:
+        raise GGUFError(
+            f"{p}: truncated GGUF file: header claims {n_tensors} tensors and {n_kv} "
+            f"metadata entries, more than a {len(mm)}-byte file can hold"
+        )
 
     metadata: dict[str, Any] = {}
     for i in range(n_kv):
         key = cur.string(f"metadata key #{i}")
         vtype = cur.u32(f"metadata '{key}' type")
         if key in metadata:
-            raise ModelLoadError(f"{p}: duplicate metadata key '{key}'")
+            raise GGUFError(f"{p}: duplicate metadata key '{key}'")
         metadata[key] = cur.value(vtype, f"metadata '{key}'")
 
     infos = []
@@ -237,7 +251,7 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
         name = cur.string(f"tensor #{i} name")
         n_dims = cur.u32(f"tensor '{name}' n_dims")
         if n_dims > MAX_DIMS:
-            raise ModelLoadError(f"{p}: tensor '{name}' has {n_dims} dims (max {MAX_DIMS})")
+            raise GGUFError(f"{p}: tensor '{name}' has {n_dims} dims (max {MAX_DIMS})")
         ne = [cur.u64(f"tensor '{name}' dims") for _ in range(n_dims)]
         type_id = cur.u32(f"tensor '{name}' type")
         offset = cur.u64(f"tensor '{name}' offset")
@@ -245,13 +259,13 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
 
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
-        raise ModelLoadError(f"{p}: general.alignment {alignment!r} is not a power of two")
+        raise GGUFError(f"{p}: general.alignment {alignment!r} is not a power of two")
     data_offset = -(-cur.pos // alignment) * alignment
 
     tensors: dict[str, GGUFTensor] = {}
     for name, ne, type_id, offset in infos:
         if name in tensors:
-            raise ModelLoadError(f"{p}: duplicate tensor name '{name}'")
+            raise GGUFError(f"{p}: duplicate tensor name '{name}'")
         tensors[name] = _tensor(mm, p, name, ne, type_id, data_offset + offset, alignment)
     return GGUFFile(p, version, metadata, tensors, alignment, data_offset)
 
@@ -262,23 +276,23 @@ def _tensor(
     try:
         gtype = GGMLType(type_id)
     except ValueError:
-        raise ModelLoadError(
-            f"{path}: tensor '{name}' has unknown ggml type id {type_id}"
-        ) from None
+        raise GGUFError(f"{path}: tensor '{name}' has unknown ggml type id {type_id}") from None
     block, type_size = BLOCK[gtype]
     if ne and ne[0] % block:
-        raise ModelLoadError(
+        raise GGUFError(
             f"{path}: tensor '{name}' ({gtype.name}) row length {ne[0]} is "
             f"not a multiple of the block size {block}"
         )
-    n_elem = int(np.prod(ne, dtype=np.int64)) if ne else 1
+    n_elem = 1
+    for d in ne:  # Python ints: numpy's int64 product wraps (2^32 x 2^32 dims -> 0 bytes)
+        n_elem *= d
     n_bytes = n_elem // block * type_size
     if start % alignment:
-        raise ModelLoadError(
+        raise GGUFError(
             f"{path}: tensor '{name}' data offset {start} is not aligned to {alignment}"
         )
     if start + n_bytes > len(mm):
-        raise ModelLoadError(
+        raise GGUFError(
             f"{path}: truncated GGUF file: tensor '{name}' needs bytes {start}..{start + n_bytes}"
             f" but the file is {len(mm)} bytes"
         )

@@ -17,6 +17,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from onnxexec.errors import ModelLoadError
+from onnxexec.ir.dtypes import np_dtype
 from onnxexec.ir.graph import Function, Graph, Node, ValueInfo, canonical_domain
 from onnxexec.ir.onnx_pb import (
     TEXT_SUFFIXES,
@@ -78,11 +79,35 @@ def _value_info(vi: ValueInfoProto) -> ValueInfo:
     return ValueInfo(vi.name, convert_type(vi.type) if vi.HasField("type") else None, vi.doc_string)
 
 
+def _input_info(vi: ValueInfoProto) -> ValueInfo:
+    """A graph input: its tensor element type must be one a feed can have (like
+    onnxruntime, which rejects UNDEFINED or unknown input types at session creation)."""
+    v = _value_info(vi)
+    if isinstance(v.type, TensorType):
+        try:
+            np_dtype(v.type.elem_type)
+        except ValueError:
+            raise ModelLoadError(
+                f"graph input '{v.name}' has unknown tensor element type {v.type.elem_type}"
+            ) from None
+    return v
+
+
 def _text(b: bytes) -> str | bytes:
     try:
         return b.decode("utf-8")
     except UnicodeDecodeError:
         return b
+
+
+def _array(t: Any, base_dir: Path | None, sparse: bool = False) -> np.ndarray:
+    """tensor_to_array / sparse_to_array, with a malformed field (an external-data
+    offset "abc", dims whose product overflows) reported as a ModelLoadError."""
+    try:
+        return sparse_to_array(t, base_dir) if sparse else tensor_to_array(t, base_dir)
+    except (ValueError, OverflowError, TypeError) as e:
+        name = t.values.name if sparse else t.name
+        raise ModelLoadError(f"tensor '{name}': cannot be read ({type(e).__name__}: {e})") from e
 
 
 class _Loader:
@@ -102,11 +127,11 @@ class _Loader:
         if t == A.STRING:
             return _text(a.s)
         if t == A.TENSOR:
-            return tensor_to_array(a.t, self.base_dir)
+            return _array(a.t, self.base_dir)
         if t == A.GRAPH:
             return self.graph(a.g)
         if t == A.SPARSE_TENSOR:
-            return sparse_to_array(a.sparse_tensor, self.base_dir)
+            return _array(a.sparse_tensor, self.base_dir, sparse=True)
         if t == A.TYPE_PROTO:
             return convert_type(a.tp)
         if t == A.FLOATS:  # the repeated fields hold Python floats / ints already
@@ -116,16 +141,24 @@ class _Loader:
         if t == A.STRINGS:
             return tuple(_text(x) for x in a.strings)
         if t == A.TENSORS:
-            return tuple(tensor_to_array(x, self.base_dir) for x in a.tensors)
+            return tuple(_array(x, self.base_dir) for x in a.tensors)
         if t == A.GRAPHS:
             return tuple(self.graph(g) for g in a.graphs)
         if t == A.SPARSE_TENSORS:
-            return tuple(sparse_to_array(x, self.base_dir) for x in a.sparse_tensors)
+            return tuple(_array(x, self.base_dir, sparse=True) for x in a.sparse_tensors)
         if t == A.TYPE_PROTOS:
             return tuple(convert_type(x) for x in a.type_protos)
         raise ModelLoadError(f"attribute '{a.name}' has unknown type {t}")
 
     def node(self, n: NodeProto) -> Node:
+        # protobuf hands back bytes for a string field that is not UTF-8 (a proto2
+        # quirk); names must be str, or sorting and lookups fail far from here
+        fields = (n.op_type, n.domain, n.name, *n.input, *n.output)
+        if not all(isinstance(f, str) for f in fields):
+            raise ModelLoadError(
+                f"node {n.name!r} ({n.op_type!r}): op type, domain, name, inputs and "
+                "outputs must be UTF-8 strings"
+            )
         try:
             attrs = {a.name: self.attr(a) for a in n.attribute}
         except ModelLoadError as e:
@@ -144,12 +177,12 @@ class _Loader:
         inits: dict[str, Any] = {}
         for i, t in enumerate(g.initializer):
             arr = arrays.get(i)
-            inits[t.name] = tensor_to_array(t, self.base_dir) if arr is None else arr
+            inits[t.name] = _array(t, self.base_dir) if arr is None else arr
         for s in g.sparse_initializer:
-            inits[s.values.name] = sparse_to_array(s, self.base_dir)
+            inits[s.values.name] = _array(s, self.base_dir, sparse=True)
         return Graph(
             nodes=tuple(self.node(n) for n in g.node),
-            inputs=tuple(_value_info(v) for v in g.input),
+            inputs=tuple(_input_info(v) for v in g.input),
             outputs=tuple(_value_info(v) for v in g.output),
             initializers=inits,
             value_info={v.name: _value_info(v) for v in g.value_info},
@@ -291,6 +324,11 @@ def load_onnx(
     if base_dir is not None:
         folder = Path(base_dir)
     opsets = {canonical_domain(o.domain): int(o.version) for o in proto.opset_import}
+    for domain, version in opsets.items():
+        if not 0 <= version < 2**31:  # onnx's schema lookup takes a C int
+            raise ModelLoadError(
+                f"opset_import of domain '{domain or 'ai.onnx'}' has version {version}"
+            )
     # A model may import only other domains (the ai.onnx.ml backend cases do); a
     # node of the default domain is then reported by the planner.
     loader = _Loader(folder, opsets)

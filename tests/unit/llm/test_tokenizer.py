@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from onnxexec.errors import GGUFError
 from onnxexec.llm import StreamDecoder, load_tokenizer
 from onnxexec.llm.pretokenize import _ecma_to_python, regex_split
 from onnxexec.llm.pretokenize_rules import GPT2, LLAMA3, REGEXES
@@ -332,7 +333,7 @@ def test_load_from_gguf_file(tmp_path):
 
 
 def test_unsupported_models_are_rejected_clearly():
-    with pytest.raises(NotImplementedError, match="rwkv"):
+    with pytest.raises(GGUFError, match="rwkv"):
         load_tokenizer({K + "model": "rwkv", K + "tokens": ["a"]})
     with pytest.raises(ValueError, match="pre-tokenizer"):
         load_tokenizer(bpe_md(["a"], [], pre="no-such-pre"))
