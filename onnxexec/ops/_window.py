@@ -88,7 +88,15 @@ def geometry(
         o = (-(-room // s[i]) if ceil_mode else room // s[i]) + 1
         if ceil_mode and (o - 1) * s[i] >= in_shape[i] + pb[i]:
             o -= 1
-        out_l.append(max(o, 0))
+        if o < 0:
+            # onnxruntime refuses these too (pool_attributes.h ComputeOutputSize); a
+            # window this much larger than the input is a malformed model, not an
+            # empty output (and its taps would be walked for nothing)
+            raise ValueError(
+                f"calculated output dimension {i} is negative ({o}): input {in_shape[i]}, "
+                f"pads {pb[i]}+{pe[i]}, kernel span {span[i]}, stride {s[i]}"
+            )
+        out_l.append(o)
     return Geometry(kernel, s, d, tuple(pb), tuple(pe), tuple(out_l))
 
 

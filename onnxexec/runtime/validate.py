@@ -65,6 +65,16 @@ class _Checker:
                     f"'{v.name}' is declared with element type {t.elem_type}, "
                     "which is no tensor type (0 = UNDEFINED)",
                 )
+            # a negative dim_value is no shape (onnx's C++ inference even aborts the
+            # process on one: std::clamp asserts in Slice's), so it stops here
+            dims = t.shape if isinstance(t, TensorType) and t.shape is not None else ()
+            bad = [d for d in dims if isinstance(d, int) and d < 0]
+            if bad:
+                self.fail(
+                    f"graph '{g.name}'",
+                    f"'{v.name}' is declared with shape {list(dims)}: dimension {bad[0]} "
+                    "is negative",
+                )
         for v in g.inputs:
             if v.name in defined:
                 self.fail(f"graph '{g.name}'", f"input '{v.name}' is declared twice")
