@@ -224,6 +224,21 @@ def layer_normalization(
     return y.astype(x.dtype, copy=False), mean.astype(stat_dt), inv_std.astype(stat_dt)
 
 
+@op("LayerNormalization", since=1)
+def layer_normalization_v1(
+    x: np.ndarray,
+    scale: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    axis: int = -1,
+    epsilon: float = 1e-5,
+    stash_type: int = 1,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """onnxruntime's contrib LayerNormalization-1 (its optimizer fuses it at any opset;
+    onnx's own starts at 17 with the same inputs, attributes and results)."""
+    return layer_normalization(x, scale, b, axis=axis, epsilon=epsilon, stash_type=stash_type)
+
+
 @op("RMSNormalization", since=23)
 def rms_normalization(
     x: np.ndarray,
