@@ -246,6 +246,7 @@ FAMILIES: Final[dict[str, dict[str, str]]] = {
         "Momentum": "training",
     },
     "com.microsoft": {
+        "Attention": "contrib.attention",
         "BiasAdd": "contrib.activations",
         "BiasGelu": "contrib.activations",
         "BiasSoftmax": "contrib.activations",
@@ -253,6 +254,7 @@ FAMILIES: Final[dict[str, dict[str, str]]] = {
         "EmbedLayerNormalization": "contrib.normalization",
         "FastGelu": "contrib.activations",
         "Gelu": "contrib.activations",
+        "MultiHeadAttention": "contrib.attention",
         "QuickGelu": "contrib.activations",
         "SkipLayerNormalization": "contrib.normalization",
         "SkipSimplifiedLayerNormalization": "contrib.normalization",
