@@ -145,7 +145,12 @@ def stft(
     *,
     onesided: int = 1,
 ) -> np.ndarray:
-    """[B, L, 1|2] signal -> [B, frames, bins, 2]; frames = (L - frame_length) // step + 1."""
+    """[B, L, 1|2] signal -> [B, frames, bins, 2]; frames = (L - frame_length) // step + 1.
+
+    A real [B, L] signal is taken as [B, L, 1]: onnxruntime accepts it and exporters
+    (torch.stft through the TorchScript exporter) emit it (README "Leniencies")."""
+    if signal.ndim == 2:
+        signal = signal[..., None]
     if signal.ndim != 3:
         raise ValueError(f"STFT: signal must be [batch, length, 1|2], got {list(signal.shape)}")
     step = _scalar_int(frame_step, "STFT frame_step")

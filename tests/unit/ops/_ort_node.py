@@ -20,12 +20,14 @@ def both(
     inputs: Sequence[np.ndarray | None],
     n_outputs: int = 1,
     domain: str = MS_DOMAIN,
+    opset: int | None = None,
     **attrs: Any,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """(onnxexec's outputs, onnxruntime's) of one node; the default domain at opset 13."""
-    model, feeds = node_model(
-        op_type, inputs, n_outputs, opset=1 if domain else 13, domain=domain, **attrs
-    )
+    if opset is None:
+        opset = 1 if domain else 13
+    """(onnxexec's outputs, onnxruntime's) of one node; the default domain at `opset`
+    (13: below LayerNormalization-17, 17 for STFT...)."""
+    model, feeds = node_model(op_type, inputs, n_outputs, opset=opset, domain=domain, **attrs)
     ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return InferenceSession(model).run(None, feeds), ref.run(None, feeds)
 
