@@ -253,6 +253,8 @@ FAMILIES: Final[dict[str, dict[str, str]]] = {
         "BiasSplitGelu": "contrib.activations",
         "EmbedLayerNormalization": "contrib.normalization",
         "FastGelu": "contrib.activations",
+        "FusedConv": "contrib.fused",
+        "FusedMatMul": "contrib.fused",
         "Gelu": "contrib.activations",
         "MultiHeadAttention": "contrib.attention",
         "QuickGelu": "contrib.activations",
