@@ -258,6 +258,7 @@ FAMILIES: Final[dict[str, dict[str, str]]] = {
         "Gelu": "contrib.activations",
         "MultiHeadAttention": "contrib.attention",
         "QuickGelu": "contrib.activations",
+        "RotaryEmbedding": "contrib.rotary",
         "SkipLayerNormalization": "contrib.normalization",
         "SkipSimplifiedLayerNormalization": "contrib.normalization",
     },
