@@ -1,0 +1,144 @@
+"""com.microsoft GroupQueryAttention as onnxruntime's CPU kernel computes it
+(docs/ContribOperators.md; contrib_ops/cpu/bert/group_query_attention.cc and
+gqa_attention_base.h): Nq query heads share Nkv key / value heads, the KV cache is a
+(B, Nkv, T, H) buffer with per-sequence lengths seqlens_k + 1, optional rotary."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxexec.ops.contrib import MS_DOMAIN
+from onnxexec.ops.contrib.rotary import cos_sin, rotate
+from onnxexec.ops.registry import op
+
+
+def _bnsh(x: np.ndarray, n: int) -> np.ndarray:
+    b, s, d = x.shape
+    return x.reshape(b, s, n, d // n).transpose(0, 2, 1, 3)
+
+
+def _unsupported(**given: object) -> None:
+    for name, value in given.items():
+        if value is not None and value is not False:
+            raise NotImplementedError(f"GroupQueryAttention: {name} is not supported")
+
+
+@op("GroupQueryAttention", 1, domain=MS_DOMAIN, wants=("outputs_used",))
+def group_query_attention(
+    query: np.ndarray,
+    key: np.ndarray | None,
+    value: np.ndarray | None,
+    past_key: np.ndarray | None,
+    past_value: np.ndarray | None,
+    seqlens_k: np.ndarray,
+    total_sequence_length: np.ndarray,
+    cos_cache: np.ndarray | None = None,
+    sin_cache: np.ndarray | None = None,
+    position_ids: np.ndarray | None = None,
+    attention_bias: np.ndarray | None = None,
+    head_sink: np.ndarray | None = None,
+    k_scale: np.ndarray | None = None,
+    v_scale: np.ndarray | None = None,
+    q_norm_weight: np.ndarray | None = None,
+    k_norm_weight: np.ndarray | None = None,
+    query_seqlens: np.ndarray | None = None,
+    *,
+    num_heads: int,
+    kv_num_heads: int,
+    scale: float = 0.0,
+    softcap: float = 0.0,
+    local_window_size: int = -1,
+    do_rotary: int = 0,
+    rotary_interleaved: int = 0,
+    causal: int = 1,
+    smooth_softmax: int = -1,
+    qk_output: int = 0,
+    sliding_window_cache: int = 0,
+    kv_cache_bit_width: int = 0,
+    k_quant_type: str = "NONE",
+    v_quant_type: str = "NONE",
+    q_norm_epsilon: float = 1e-6,
+    k_norm_epsilon: float = 1e-6,
+    qk_norm_epsilon: float = 1e-6,
+    outputs_used: tuple[bool, ...] = (True,),
+) -> tuple:
+    """query (B, S, Nq*H) (or packed (B, S, (Nq + 2 Nkv) H) with key / value omitted),
+    key / value (B, S, Nkv*H), past_key / past_value (B, Nkv, P, H), seqlens_k (B,) =
+    each sequence's total length - 1, total_sequence_length (). Outputs (output
+    (B, S, Nq*H), present_key / present_value (B, Nkv, max(P, total), H)).
+
+    A sequence's new tokens sit at positions total_b - S .. total_b - 1 (0 .. S-1 on
+    the first prompt, when S == total_sequence_length); each query sees the keys up to
+    its own position (causal), within local_window_size when that is > 0."""
+    _unsupported(
+        attention_bias=attention_bias,
+        head_sink=head_sink,
+        k_scale=k_scale,
+        v_scale=v_scale,
+        q_norm_weight=q_norm_weight,
+        k_norm_weight=k_norm_weight,
+        query_seqlens=query_seqlens,
+        smooth_softmax=smooth_softmax > 0,
+        qk_output=bool(qk_output),
+        sliding_window_cache=bool(sliding_window_cache),
+        kv_cache_bit_width=bool(kv_cache_bit_width),
+        quantized_cache=k_quant_type != "NONE" or v_quant_type != "NONE",
+        non_causal=not causal,
+    )
+    nq, nkv = num_heads, kv_num_heads
+    if key is None:  # packed QKV along the last axis
+        h = query.shape[-1] // (nq + 2 * nkv)
+        query, key, value = np.split(query, [nq * h, (nq + nkv) * h], axis=-1)
+    b, s, _ = query.shape
+    h = query.shape[-1] // nq
+    q, k, v = _bnsh(query, nq), _bnsh(key, nkv), _bnsh(value, nkv)
+    total = int(np.asarray(total_sequence_length).reshape(-1)[0])
+    lens = np.asarray(seqlens_k, dtype=np.int64).reshape(b) + 1  # each sequence's total
+    first_prompt = s == total
+    starts = np.zeros(b, np.int64) if first_prompt else lens - s  # past length per sequence
+    if do_rotary:
+        if position_ids is None:
+            pos = starts[:, None] + np.arange(s)[None]
+        elif first_prompt:  # onnxruntime reads its first entry as the offset of all rows
+            pos = int(np.asarray(position_ids).reshape(-1)[0]) + np.arange(s)[None]
+        else:
+            pos = np.asarray(position_ids, np.int64)
+        pos = np.broadcast_to(pos, (b, s))
+        cos, sin = cos_sin(cos_cache, sin_cache, pos)
+        q = rotate(q, cos.astype(q.dtype), sin.astype(q.dtype), rotary_interleaved)
+        k = rotate(k, cos.astype(k.dtype), sin.astype(k.dtype), rotary_interleaved)
+    p = 0 if past_key is None else past_key.shape[2]
+    t_buf = max(p, total)
+    present_k = np.zeros((b, nkv, t_buf, h), dtype=key.dtype)
+    present_v = np.zeros((b, nkv, t_buf, h), dtype=value.dtype)
+    out = np.zeros((b, nq, s, h), dtype=np.float32)
+    group = nq // nkv
+    sc = np.float32(scale or 1.0 / np.sqrt(h))
+    for i in range(b):
+        start = int(starts[i])
+        if past_key is not None and start:
+            present_k[i, :, :start] = past_key[i, :, :start]
+            present_v[i, :, :start] = past_value[i, :, :start]
+        present_k[i, :, start : start + s] = k[i]
+        present_v[i, :, start : start + s] = v[i]
+        n_keys = int(lens[i]) if not first_prompt else min(int(lens[i]), s)
+        kk = np.repeat(present_k[i, :, :n_keys], group, axis=0).astype(np.float32)
+        vv = np.repeat(present_v[i, :, :n_keys], group, axis=0).astype(np.float32)
+        scores = np.matmul(q[i].astype(np.float32), kk.swapaxes(-1, -2)) * sc  # (Nq, S, T)
+        if softcap > 0:
+            scores = np.float32(softcap) * np.tanh(scores / np.float32(softcap))
+        qpos = start + np.arange(s)[:, None]
+        j = np.arange(n_keys)[None, :]
+        visible = j <= qpos
+        if local_window_size > 0:
+            visible &= j > qpos - local_window_size
+        scores = np.where(visible[None], scores, -np.inf)
+        m = scores.max(axis=-1, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0)
+        e = np.exp(scores - m)
+        den = e.sum(axis=-1, keepdims=True)
+        probs = np.divide(e, den, out=np.zeros_like(e), where=den > 0)
+        out[i] = np.matmul(probs, vv)
+    y = out.transpose(0, 2, 1, 3).reshape(b, s, nq * h).astype(query.dtype)
+    used = tuple(outputs_used) + (False,) * 3
+    return y, (present_k if used[1] else None), (present_v if used[2] else None), None
