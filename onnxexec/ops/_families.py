@@ -256,6 +256,7 @@ FAMILIES: Final[dict[str, dict[str, str]]] = {
         "FusedConv": "contrib.fused",
         "FusedMatMul": "contrib.fused",
         "Gelu": "contrib.activations",
+        "GroupNorm": "contrib.normalization",
         "GroupQueryAttention": "contrib.gqa",
         "MultiHeadAttention": "contrib.attention",
         "QuickGelu": "contrib.activations",

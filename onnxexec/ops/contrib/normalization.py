@@ -168,3 +168,32 @@ def embed_layer_normalization(
             else np.count_nonzero(mask, axis=1).astype(np.int32)
         )
     return y, mask_index, (s if used[2] else None)
+
+
+@op("GroupNorm", 1, domain=MS_DOMAIN)
+def group_norm(
+    x: np.ndarray,
+    gamma: np.ndarray,
+    beta: np.ndarray,
+    *,
+    activation: int,
+    groups: int,
+    channels_last: int = 1,
+    epsilon: float = 1e-5,
+) -> np.ndarray:
+    """X (N, H, W, C) (channels_last) or (N, C, H, W): each of `groups` channel groups
+    normalized over its channels and positions, * gamma (C,) + beta (C,), then SiLU
+    when activation is 1 (onnxruntime's CUDA-only op for diffusion UNets)."""
+    xc = x if channels_last else np.moveaxis(x, 1, -1)
+    n, c = xc.shape[0], xc.shape[-1]
+    if c % groups:
+        raise ValueError(f"GroupNorm: {c} channels do not split into {groups} groups")
+    g = xc.astype(F32).reshape(n, -1, groups, c // groups)
+    mean = g.mean(axis=(1, 3), keepdims=True)
+    var = ((g - mean) ** 2).mean(axis=(1, 3), keepdims=True)
+    y = ((g - mean) / np.sqrt(var + F32.type(epsilon))).reshape(xc.shape)
+    y = y * gamma.astype(F32) + beta.astype(F32)
+    if activation == 1:
+        y = y / (1 + np.exp(-y))
+    y = y if channels_last else np.moveaxis(y, -1, 1)
+    return np.ascontiguousarray(y).astype(x.dtype, copy=False)

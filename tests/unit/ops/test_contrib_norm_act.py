@@ -133,3 +133,26 @@ def test_bias_softmax(axis):
     want = (e / e.sum(1, keepdims=True)).reshape(s.shape)
     got = _run("BiasSoftmax", [x, bias], axis=axis, is_inner_broadcast=0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("channels_last", [1, 0])
+@pytest.mark.parametrize("activation", [0, 1])
+def test_group_norm(channels_last, activation):
+    # CUDA-only in onnxruntime: float64 from ContribOperators.md's GroupNorm (NHWC)
+    x, gamma, beta = f32(2, 3, 5, 8), f32(8), f32(8)
+    x64 = x.astype(np.float64).reshape(2, 15, 4, 2)  # 4 groups of 2 channels
+    mean = x64.mean(axis=(1, 3), keepdims=True)
+    var = x64.var(axis=(1, 3), keepdims=True)
+    want = ((x64 - mean) / np.sqrt(var + 1e-5)).reshape(x.shape) * gamma + beta
+    if activation:
+        want = want / (1 + np.exp(-want))
+    feed = x if channels_last else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    got = _run(
+        "GroupNorm",
+        [feed, gamma, beta],
+        activation=activation,
+        groups=4,
+        channels_last=channels_last,
+    )
+    got = got if channels_last else got.transpose(0, 2, 3, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
