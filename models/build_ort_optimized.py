@@ -2,14 +2,15 @@
 
     python models/build_ort_optimized.py OUT_DIR [--only NAME[@LEVEL] ...] [--size tiny|full]
 
-For each model (bert, gpt2, vit: random seeded weights from a transformers config, see
-_specs.py) exports it with the TorchScript exporter (the optimizer's fusions match its
-graphs), runs `onnxruntime.transformers.optimizer.optimize_model(model_type=...)` with
-the fp32 CPU options at an optimizer `opt_level` (LEVEL "default": the model type's
-default, 1 today; 0: the Python fusions alone; 2: onnxruntime's extended CPU fusions
-too), and writes OUT_DIR/<name>_ortopt_<LEVEL>.onnx, its .inputs.npz and a
-manifest.json entry listing the optimized graph's op types. Nothing is
-downloaded; existing files are reused.
+For each model (bert, gpt2, vit from _specs.py; bart and t5 encoders defined here;
+random seeded weights from transformers configs): export it with the TorchScript
+exporter (the optimizer's fusions match its graphs), run
+`onnxruntime.transformers.optimizer.optimize_model(model_type=...)` with the fp32 CPU
+options at an optimizer `opt_level` (LEVEL "default": the model type's default, 1
+today; 0: the Python fusions alone; 2: onnxruntime's extended CPU fusions too), and
+write OUT_DIR/<name>_ortopt_<LEVEL>.onnx, its .inputs.npz and a manifest.json entry
+listing the optimized graph's op types. Nothing is downloaded; existing files are
+reused.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import onnx
+import torch
 from _onnx_export import export
-from _specs import make_spec
+from _specs import TINY_SEQ, TINY_VOCAB, ModelSpec, make_spec, text_inputs
 
 MANIFEST = "manifest.json"
 # name -> (optimizer model_type, heads, hidden) at --size tiny / full
@@ -35,11 +37,69 @@ OPTIMIZED: dict[str, tuple[str, dict[str, tuple[int, int]]]] = {
     "bert": ("bert", {"tiny": (4, 64), "full": (12, 768)}),
     "gpt2": ("gpt2", {"tiny": (4, 64), "full": (12, 768)}),
     "vit": ("vit", {"tiny": (4, 64), "full": (12, 768)}),
+    "bart": ("bart", {"tiny": (4, 64)}),
+    "t5": ("t5", {"tiny": (4, 64)}),
 }
 
 
+class _Encoder(torch.nn.Module):
+    """An encoder-decoder's encoder: (input_ids, attention_mask) -> last_hidden_state."""
+
+    def __init__(self, encoder: torch.nn.Module) -> None:
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+def _encoder_spec(name: str) -> ModelSpec:
+    """bart / t5 encoders at the tiny size (not in _specs.py: only the optimizer uses
+    them; its bart / t5 types fuse their LayerNorm / RMSNorm and GELU)."""
+    import transformers
+
+    torch.manual_seed(0)
+    if name == "bart":
+        cfg = transformers.BartConfig(
+            vocab_size=TINY_VOCAB,
+            d_model=64,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=128,
+            decoder_ffn_dim=128,
+            max_position_embeddings=64,
+        )
+        encoder = transformers.BartModel(cfg).get_encoder()
+    else:
+        cfg = transformers.T5Config(
+            vocab_size=TINY_VOCAB, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4
+        )
+        encoder = transformers.T5EncoderModel(cfg)
+    names = ("input_ids", "attention_mask")
+    axes = {0: "batch", 1: "seq"}
+    return ModelSpec(
+        name,
+        _Encoder(encoder).eval(),
+        names,
+        ("last_hidden_state",),
+        {**dict.fromkeys(names, axes), "last_hidden_state": axes},
+        text_inputs(names, TINY_VOCAB),
+        TINY_SEQ,
+    )
+
+
 LEVELS = {"default": None, "0": 0, "2": 2}
-DEFAULT_JOBS = ("bert@default", "bert@0", "gpt2@default", "gpt2@0", "vit@default")
+DEFAULT_JOBS = (
+    "bert@default",
+    "bert@0",
+    "gpt2@default",
+    "gpt2@0",
+    "vit@default",
+    "bart@default",
+    "t5@default",
+)
 
 
 def build_one(name: str, level: str, size: str, out: Path) -> dict:
@@ -47,7 +107,7 @@ def build_one(name: str, level: str, size: str, out: Path) -> dict:
 
     model_type, dims = OPTIMIZED[name]
     heads, hidden = dims[size]
-    spec = make_spec(name, size)
+    spec = _encoder_spec(name) if name in ("bart", "t5") else make_spec(name, size)
     # the optimizer's attention fusions match the eager (matmul-softmax-matmul) graph,
     # not the scaled_dot_product_attention one transformers picks by default
     for m in spec.module.modules():
