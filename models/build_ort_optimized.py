@@ -7,7 +7,8 @@ random seeded weights from transformers configs): export it with the TorchScript
 exporter (the optimizer's fusions match its graphs), run
 `onnxruntime.transformers.optimizer.optimize_model(model_type=...)` with the fp32 CPU
 options at an optimizer `opt_level` (LEVEL "default": the model type's default, 1
-today; 0: the Python fusions alone; 2: onnxruntime's extended CPU fusions too), and
+today; 0: the Python fusions alone; 2: onnxruntime's extended CPU fusions too; "ort":
+onnxruntime's extended-level graph rewrites alone, only_onnxruntime=True), and
 write OUT_DIR/<name>_ortopt_<LEVEL>.onnx, its .inputs.npz and a manifest.json entry
 listing the optimized graph's op types. Nothing is downloaded; existing files are
 reused.
@@ -90,7 +91,7 @@ def _encoder_spec(name: str) -> ModelSpec:
     )
 
 
-LEVELS = {"default": None, "0": 0, "2": 2}
+LEVELS = {"default": None, "0": 0, "2": 2, "ort": 2}
 DEFAULT_JOBS = (
     "bert@default",
     "bert@0",
@@ -99,6 +100,8 @@ DEFAULT_JOBS = (
     "vit@default",
     "bart@default",
     "t5@default",
+    "bart@ort",
+    "gpt2@ort",
 )
 
 
@@ -127,6 +130,7 @@ def build_one(name: str, level: str, size: str, out: Path) -> dict:
             hidden_size=hidden,
             opt_level=LEVELS[level],
             use_gpu=False,
+            only_onnxruntime=level == "ort",
         )
         opt.save_model_to_file(str(out / file))
     model = onnx.load(str(out / file))

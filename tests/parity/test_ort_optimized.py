@@ -32,6 +32,9 @@ JOBS = {
     "bart@default": {"SkipLayerNormalization", "BiasGelu"},
     # SimplifiedLayerNormalization: onnxruntime's default-domain RMS norm
     "t5@default": {"SkipSimplifiedLayerNormalization", "SimplifiedLayerNormalization"},
+    # onnxruntime's own extended-level rewrites (only_onnxruntime=True)
+    "bart@ort": {"FusedMatMul", "BiasGelu"},
+    "gpt2@ort": {"FusedMatMul", "FastGelu"},
 }
 
 
