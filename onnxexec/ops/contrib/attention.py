@@ -1,4 +1,4 @@
-"""com.microsoft Attention (BERT / GPT-2 fused self-attention with packed QKV weights)
+"""com.microsoft Attention (fused self-attention with packed QKV weights)
 and MultiHeadAttention (separate or packed Q, K, V), as onnxruntime's CPU kernels
 compute them (docs/ContribOperators.md; contrib_ops/cpu/bert/attention_cpu_base.h).
 

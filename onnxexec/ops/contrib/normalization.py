@@ -129,7 +129,7 @@ def embed_layer_normalization(
     mask_index_type: int = 1,
     outputs_used: tuple[bool, ...] = (True,),
 ) -> tuple:
-    """BERT embeddings: s = word[ids] + position[pos] + segment[seg] (B, T, D), then
+    """Embeddings: s = word[ids] + position[pos] + segment[seg] (B, T, D), then
     LayerNorm(s) * gamma + beta.
 
     Outputs (output, mask_index (B,) int32 = the count of mask's non-zeros per row
@@ -183,7 +183,7 @@ def group_norm(
 ) -> np.ndarray:
     """X (N, H, W, C) (channels_last) or (N, C, H, W): each of `groups` channel groups
     normalized over its channels and positions, * gamma (C,) + beta (C,), then SiLU
-    when activation is 1 (onnxruntime's CUDA-only op for diffusion UNets)."""
+    when activation is 1 (a CUDA-only op in onnxruntime)."""
     xc = x if channels_last else np.moveaxis(x, 1, -1)
     n, c = xc.shape[0], xc.shape[-1]
     if c % groups:

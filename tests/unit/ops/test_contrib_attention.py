@@ -113,3 +113,14 @@ def test_multi_head_attention_packed_layouts():
     np.testing.assert_allclose(_ours([qkv, None, None, bias], num_heads=N), want, rtol=1e-5)
     kv = np.concatenate([heads(k), heads(v)], axis=3).reshape(B, S, N, 2, H)
     np.testing.assert_allclose(_ours([q, kv, None, bias], num_heads=N), want, rtol=1e-5)
+
+
+def test_unsupported_attribute_names_the_node():
+    from onnxexec.errors import OnnxExecError
+
+    args = [f32(B, S, D), f32(D, 3 * D), f32(3 * D)]
+    model, feeds = node_model(
+        "Attention", args, opset=1, domain="com.microsoft", num_heads=N, do_rotary=1
+    )
+    with pytest.raises(OnnxExecError, match=r"Attention.*do_rotary=1 is not supported"):
+        InferenceSession(model).run(None, feeds)
