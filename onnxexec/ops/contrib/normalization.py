@@ -162,9 +162,11 @@ def embed_layer_normalization(
         y, *_ = _skip_norm(s, np.zeros_like(s), gamma, beta, None, epsilon, False, (True,))
     mask_index = None
     if used[1]:
+        # onnxruntime's CPU kernel counts the mask's non-zeros whatever mask_index_type
+        # says (the attribute only steers its CUDA kernel)
         mask_index = (
             np.zeros(b, np.int32)
-            if mask is None or mask_index_type == 0
+            if mask is None
             else np.count_nonzero(mask, axis=1).astype(np.int32)
         )
     return y, mask_index, (s if used[2] else None)

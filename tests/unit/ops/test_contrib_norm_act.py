@@ -83,7 +83,9 @@ def _ids(hi: int, *shape: int) -> np.ndarray:
     return R.integers(0, hi, shape).astype(np.int32)
 
 
-@pytest.mark.parametrize("case", ["full", "no_segment", "position_ids", "no_mask"])
+@pytest.mark.parametrize(
+    "case", ["full", "no_segment", "position_ids", "batch_position_ids", "no_mask", "holes"]
+)
 def test_embed_layer_normalization(case):
     b, t, d = 3, 7, 16
     mask = np.ones((b, t), np.int32)
@@ -94,9 +96,14 @@ def test_embed_layer_normalization(case):
         args[1] = args[4] = None
     elif case == "position_ids":
         args.append((np.arange(t, dtype=np.int32) + 2)[None])
+    elif case == "batch_position_ids":
+        args.append(_ids(12, b, t))
     elif case == "no_mask":
         args = args[:7]
-    assert_like_ort("EmbedLayerNormalization", args, 3, epsilon=1e-5)
+    elif case == "holes":  # mask_index counts the non-zeros, wherever they are
+        args[7] = np.array([[1, 1, 0, 1, 0, 0, 1], [0] + [1] * 6, [1] * 7], np.int32)
+    attrs = {"mask_index_type": 0} if case == "holes" else {}
+    assert_like_ort("EmbedLayerNormalization", args, 3, epsilon=1e-5, **attrs)
 
 
 def _run(op_type, inputs, **attrs):
