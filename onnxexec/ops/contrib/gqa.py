@@ -69,16 +69,14 @@ def group_query_attention(
 
     A sequence's new tokens sit at positions total_b - S .. total_b - 1 (0 .. S-1 on
     the first prompt, when S == total_sequence_length); each query sees the keys up to
-    its own position (causal), within local_window_size when that is > 0."""
+    its own position (causal), within local_window_size when that is > 0; a head_sink
+    logit (or smooth_softmax's 0) joins each softmax denominator."""
     _unsupported(
-        attention_bias=attention_bias,
-        head_sink=head_sink,
         k_scale=k_scale,
         v_scale=v_scale,
         q_norm_weight=q_norm_weight,
         k_norm_weight=k_norm_weight,
         query_seqlens=query_seqlens,
-        smooth_softmax=smooth_softmax > 0,
         qk_output=bool(qk_output),
         sliding_window_cache=bool(sliding_window_cache),
         kv_cache_bit_width=bool(kv_cache_bit_width),
@@ -132,11 +130,25 @@ def group_query_attention(
         visible = j <= qpos
         if local_window_size > 0:
             visible &= j > qpos - local_window_size
+        if attention_bias is not None:  # (B|1, Nq|1, S, T)
+            ab = attention_bias[i if attention_bias.shape[0] > 1 else 0]
+            scores = scores + ab[..., :n_keys].astype(np.float32)
         scores = np.where(visible[None], scores, -np.inf)
         m = scores.max(axis=-1, keepdims=True)
+        # a sink logit joins each row's denominator only: head_sink (Nq,) per head, or
+        # smooth_softmax's 0 (an "off-by-one" softmax)
+        sink = None
+        if head_sink is not None:
+            sink = head_sink.astype(np.float32).reshape(nq, 1, 1)
+        elif smooth_softmax > 0:
+            sink = np.zeros((nq, 1, 1), np.float32)
+        if sink is not None:
+            m = np.maximum(m, sink)
         m = np.where(np.isfinite(m), m, 0)
         e = np.exp(scores - m)
         den = e.sum(axis=-1, keepdims=True)
+        if sink is not None:
+            den = den + np.exp(sink - m)
         probs = np.divide(e, den, out=np.zeros_like(e), where=den > 0)
         out[i] = np.matmul(probs, vv)
     y = out.transpose(0, 2, 1, 3).reshape(b, s, nq * h).astype(query.dtype)

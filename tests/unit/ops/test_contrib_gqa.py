@@ -1,8 +1,9 @@
 """com.microsoft GroupQueryAttention against onnxruntime's CPU kernel: first prompt
 (padded or not), decoding and chunked prefill over a past KV cache, packed QKV,
 rotary (halves / interleaved, positions from seqlens_k or position_ids), local window,
-softcap, fp16. onnxruntime's CPU kernel wants head_size % 16 == 0 for rotary and
-batch 1 for a multi-token step over a past cache, so the cases keep to those."""
+softcap, smooth softmax, head sinks, attention bias, fp16. onnxruntime's CPU kernel
+wants head_size % 16 == 0 for rotary and batch 1 for a multi-token step over a past
+cache, so the cases keep to those."""
 
 from __future__ import annotations
 
@@ -68,6 +69,13 @@ CASES = {
     "local_window_chunk": (_chunk, {"local_window_size": 3}),
     "local_window_decode": (_decode, {"local_window_size": 3}),
     "softcap_scale": (_prompt, {"softcap": 2.0, "scale": 0.5}),
+    "smooth_softmax_prompt": (_prompt, {"smooth_softmax": 1}),
+    "smooth_softmax_decode": (_decode, {"smooth_softmax": 1}),
+    "head_sink_prompt": (lambda: [*_prompt(), None, None, None, None, f32(NQ)], {}),
+    "head_sink_decode": (lambda: [*_decode(), None, None, None, None, f32(NQ) * 3], {}),
+    "attention_bias_prompt": (lambda: [*_prompt(), None, None, None, f32(B, NQ, S, S)], {}),
+    "attention_bias_broadcast": (lambda: [*_prompt(), None, None, None, f32(1, 1, S, S)], {}),
+    "attention_bias_decode": (lambda: [*_decode(), None, None, None, f32(B, NQ, 1, P + 1)], {}),
 }
 
 
