@@ -34,6 +34,9 @@ class Handler:
     attributes: frozenset[str]
     required_attributes: frozenset[str]
     accepts_any_attribute: bool
+    # how many inputs the signature takes (None: *args), for ops of domains onnx ships
+    # no schema for (com.microsoft...), whose arity the plan checks against this
+    max_inputs: int | None = None
 
     @property
     def qualname(self) -> str:
@@ -56,8 +59,14 @@ def op(op_type: str, since: int, domain: str = "", wants: tuple[str, ...] = ()) 
         attrs = frozenset(k for k in kw if k not in wants)
         required = frozenset(k for k in attrs if kw[k].default is inspect.Parameter.empty)
         var_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        kinds = [p.kind for p in sig.parameters.values()]
+        positional = sum(
+            k in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            for k in kinds
+        )
+        max_inputs = None if inspect.Parameter.VAR_POSITIONAL in kinds else positional
         dom = canonical_domain(domain)
-        h = Handler(op_type, dom, since, fn, tuple(wants), attrs, required, var_kw)
+        h = Handler(op_type, dom, since, fn, tuple(wants), attrs, required, var_kw, max_inputs)
         versions = _REGISTRY.setdefault((dom, op_type), [])
         if any(v.since == since for v in versions):
             raise ValueError(f"duplicate handler for {h.qualname}")

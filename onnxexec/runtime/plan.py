@@ -18,6 +18,8 @@ from onnxexec.ir.passes.inline_functions import inline_functions
 from onnxexec.ir.passes.lower_gradient import lower_gradient
 from onnxexec.ops.registry import Handler, resolve, versions
 
+_SCHEMA_DOMAINS = frozenset({"", "ai.onnx.ml", "ai.onnx.preview.training"})
+
 # Domains a model may use without importing them (onnxexec's own ops, from GGUF).
 _DEFAULT_OPSETS = {"onnxexec": 1}
 
@@ -143,6 +145,14 @@ class _Planner:
         return h, opset
 
     def bind(self, node: Node, h: Handler) -> dict[str, Any]:
+        # onnx-schema domains had their arity checked by validate.py; the others
+        # (com.microsoft...) are checked against the handler's signature
+        n_in = len(node.inputs)
+        if node.domain not in _SCHEMA_DOMAINS and h.max_inputs is not None and n_in > h.max_inputs:
+            self.problems.append(
+                f"node '{node.label}' ({h.qualname}): {n_in} inputs, the op takes at most "
+                f"{h.max_inputs}"
+            )
         kwargs = {}
         for k, v in node.attrs.items():
             if k in h.attributes or h.accepts_any_attribute:

@@ -124,3 +124,13 @@ def test_unsupported_attribute_names_the_node():
     )
     with pytest.raises(OnnxExecError, match=r"Attention.*do_rotary=1 is not supported"):
         InferenceSession(model).run(None, feeds)
+
+
+def test_too_many_inputs_refused_at_session_creation():
+    # onnx ships no com.microsoft schema: the plan checks arity against the handler
+    from onnxexec.errors import InvalidGraphError
+
+    x = f32(2, 8)
+    model, _ = node_model("FastGelu", [x, x[0], x], opset=1, domain="com.microsoft")
+    with pytest.raises(InvalidGraphError, match=r"FastGelu-1\): 3 inputs, the op takes at most 2"):
+        InferenceSession(model)
