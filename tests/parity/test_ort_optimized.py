@@ -35,6 +35,8 @@ JOBS = {
     # onnxruntime's own extended-level rewrites (only_onnxruntime=True)
     "bart@ort": {"FusedMatMul", "BiasGelu"},
     "gpt2@ort": {"FusedMatMul", "FastGelu"},
+    # FusionOptions use_multi_head_attention + enable_gelu_approximation
+    "bert@mha": {"MultiHeadAttention", "EmbedLayerNormalization", "FastGelu"},
 }
 
 
