@@ -50,7 +50,7 @@ def rotary_embedding(
 ) -> np.ndarray:
     """input (B, S, N*H) or (B, N, S, H); position_ids (B, S), or one offset p giving
     positions p..p+S-1; cos_cache / sin_cache (max_position, R/2). Y like input; the
-    features past R pass through."""
+    features past R pass through. `scale` is unused, as in onnxruntime's CPU kernel."""
     if is_packed_batching:
         raise NotImplementedError("RotaryEmbedding: is_packed_batching=1 is not supported")
     half = cos_cache.shape[1]

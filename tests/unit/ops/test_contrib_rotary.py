@@ -21,6 +21,7 @@ CASES = {
     "3d_interleaved": ((B, S, N * H), "ids", H, {"interleaved": 1}),
     "4d": ((B, N, S, H), "ids", H, {}),
     "offset": ((B, S, N * H), "offset", H, {}),
+    "scale_unused": ((B, S, N * H), "ids", H, {"scale": 0.5}),  # as onnxruntime's CPU kernel
     "partial": ((B, S, N * 16), "ids", 8, {"num_heads": N, "rotary_embedding_dim": 8}),
     "partial_interleaved": (
         (B, S, N * 16),
