@@ -1,0 +1,1 @@
+"""com.microsoft contrib ops (onnxruntime's docs/ContribOperators.md), one module per family."""
