@@ -1,0 +1,117 @@
+"""com.microsoft quantized matmuls: QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul.
+
+Integer products are exact: the zero-point-shifted 8-bit operands are held in float64,
+whose BLAS product is exact for any K below 2^37 (each term < 2^16, sums < 2^53); the
+result is then scaled in float32 as onnxruntime's MLAS output processors do
+(ContribOperators.md QGemm / MatMulIntegerToFloat / DynamicQuantizeMatMul).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxexec.ops.quant import dynamic_quantize_linear
+from onnxexec.ops.registry import op
+
+MS = "com.microsoft"
+
+
+def centered(x: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
+    """float64 x - zero_point; a 1-D zero point is per column (the last axis)."""
+    xf = x.astype(np.float64)
+    if zero_point is None:
+        return xf
+    z = np.asarray(zero_point).astype(np.float64)
+    return xf - (z.reshape(-1)[0] if z.size == 1 else z)
+
+
+def _scale(s: np.ndarray) -> np.ndarray:
+    s = np.asarray(s, np.float32)
+    return s.reshape(()) if s.size == 1 else s
+
+
+def int_matmul_to_float(
+    a: np.ndarray,
+    b: np.ndarray,
+    a_scale: np.ndarray,
+    b_scale: np.ndarray,
+    a_zero_point: np.ndarray | None,
+    b_zero_point: np.ndarray | None,
+    bias: np.ndarray | None,
+) -> np.ndarray:
+    """float32 ((A - za) @ (B - zb)) * (sa * sb) + bias; sb / zb per column of B allowed."""
+    acc = np.matmul(centered(a, a_zero_point), centered(b, b_zero_point)).astype(np.float32)
+    y = acc * (_scale(a_scale) * _scale(b_scale))
+    if bias is not None:
+        y += bias.astype(np.float32)
+    return y
+
+
+@op("MatMulIntegerToFloat", since=1, domain=MS)
+def matmul_integer_to_float(
+    a: np.ndarray,
+    b: np.ndarray,
+    a_scale: np.ndarray,
+    b_scale: np.ndarray,
+    a_zero_point: np.ndarray | None = None,
+    b_zero_point: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """u8/i8 A (..., M, K) @ u8/i8 B (..., K, N) -> float32 (..., M, N), dequantized."""
+    return int_matmul_to_float(a, b, a_scale, b_scale, a_zero_point, b_zero_point, bias)
+
+
+@op("DynamicQuantizeMatMul", since=1, domain=MS)
+def dynamic_quantize_matmul(
+    a: np.ndarray,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zero_point: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """float32 A is quantized to uint8 as DynamicQuantizeLinear does (one scale over all
+    of A), then multiplied with the 8-bit B as MatMulIntegerToFloat."""
+    qa, sa, za = dynamic_quantize_linear(a.astype(np.float32, copy=False))
+    return int_matmul_to_float(qa, b, sa, b_scale, za, b_zero_point, bias)
+
+
+@op("QGemm", since=1, domain=MS)
+def qgemm(
+    a: np.ndarray,
+    a_scale: np.ndarray,
+    a_zero_point: np.ndarray,
+    b: np.ndarray,
+    b_scale: np.ndarray,
+    b_zero_point: np.ndarray,
+    c: np.ndarray | None = None,
+    y_scale: np.ndarray | None = None,
+    y_zero_point: np.ndarray | None = None,
+    *,
+    alpha: float = 1.0,
+    transA: int = 0,
+    transB: int = 0,
+) -> np.ndarray:
+    """alpha * (A - za)(B - zb) * sa * sb with the int32 C added to the integer product;
+    float32 out, or requantized to (y_scale, y_zero_point) when y_scale is given."""
+    af = centered(a, a_zero_point)
+    bz = None if b_zero_point is None else np.asarray(b_zero_point)
+    if transA:
+        af = af.T
+    if transB:
+        bf = b.astype(np.float64)
+        if bz is not None:
+            bf -= bz.reshape(-1, 1) if bz.size > 1 else bz.reshape(-1)[0]
+        bf = bf.T
+    else:
+        bf = centered(b, bz)
+    acc = np.matmul(af, bf)
+    if c is not None:
+        acc = acc + c.astype(np.float64)
+    multiplier = np.float32(alpha) * _scale(a_scale) * _scale(b_scale)
+    if y_scale is None:
+        return acc.astype(np.float32) * multiplier
+    out_dt = a.dtype if y_zero_point is None else np.asarray(y_zero_point).dtype
+    zy = 0 if y_zero_point is None else int(np.asarray(y_zero_point).reshape(-1)[0])
+    real = acc.astype(np.float32) * (multiplier / _scale(y_scale))
+    info = np.iinfo(out_dt)
+    return np.clip(np.rint(real) + zy, info.min, info.max).astype(out_dt)
