@@ -1,0 +1,48 @@
+"""com.microsoft DynamicQuantizeLSTM vs onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.unit.ops._ms_node import ours_and_ort
+
+RNG = np.random.default_rng(230)
+
+
+def _weights(shape, dt, n_dirs, per_column):
+    info = np.iinfo(dt)
+    w = RNG.integers(info.min, info.max + 1, shape).astype(dt)
+    cols = shape[-1] if per_column else 1
+    scale = RNG.uniform(0.002, 0.01, (n_dirs, cols)).astype(np.float32)
+    zero = np.full((n_dirs, cols), 0 if dt == np.int8 else 128, dt)
+    if not per_column:
+        scale, zero = scale.reshape(n_dirs), zero.reshape(n_dirs)
+    return w, scale, zero
+
+
+@pytest.mark.parametrize(
+    ("direction", "dt", "per_column", "extras"),
+    [
+        ("forward", np.int8, False, False),
+        ("reverse", np.uint8, True, True),
+        ("bidirectional", np.int8, True, True),
+    ],
+)
+def test_dynamic_quantize_lstm(direction, dt, per_column, extras):
+    t_len, batch, inp, hid = 5, 3, 12, 8
+    nd = 2 if direction == "bidirectional" else 1
+    x = RNG.normal(size=(t_len, batch, inp)).astype(np.float32)
+    w, ws, wz = _weights((nd, inp, 4 * hid), dt, nd, per_column)
+    r, rs, rz = _weights((nd, hid, 4 * hid), dt, nd, per_column)
+    b = RNG.normal(size=(nd, 8 * hid)).astype(np.float32) if extras else None
+    h0 = RNG.normal(size=(nd, batch, hid)).astype(np.float32) if extras else None
+    c0 = RNG.normal(size=(nd, batch, hid)).astype(np.float32) if extras else None
+    p = RNG.normal(size=(nd, 3 * hid)).astype(np.float32) * 0.1 if extras else None
+    ins = [x, w, r, b, None, h0, c0, p, ws, wz, rs, rz]
+    got, want = ours_and_ort(
+        "DynamicQuantizeLSTM", ins, n_outputs=3, direction=direction, hidden_size=hid
+    )
+    for g, e in zip(got, want, strict=True):
+        assert g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
