@@ -5,7 +5,10 @@ An ONNX LSTM (gates i o f c, peepholes i o f) whose W (D, I, 4H) and R (D, H, 4H
 operand to uint8 as DynamicQuantizeLinear does (one scale over the whole operand):
 X of all time steps in one product, then the hidden state once per step, as
 onnxruntime's rnn_helpers ComputeGemm; weight scales may be per column (D, 4H), the
-weight zero point is per tensor (its first element).
+weight zero point is per tensor (its first element). onnxruntime with more than one
+thread quantizes the hidden state per chunk of batch rows (uni_directional_lstm.cc,
+batch_parallel_), so its results vary with its thread count; this follows its
+single-thread result, the whole batch under one scale.
 """
 
 from __future__ import annotations
@@ -80,7 +83,10 @@ def dynamic_quantize_lstm(
         cprev = np.zeros((batch, hid), np.float32) if initial_c is None else initial_c[d]
         y = np.zeros((t_len, batch, hid), np.float32)
         for t in range(t_len):
-            gates = xw[t] + _qgemm(hprev, r[d], rs, rz)
+            # rows whose sequence ended feed zeros (onnxruntime reads them from the
+            # zero-filled Y), which matters as they share the step's quantization range
+            h_in = hprev if t == 0 else np.where((t - 1 < lens)[:, None], hprev, 0)
+            gates = xw[t] + _qgemm(h_in, r[d], rs, rz)
             gi, go, gf, gc = np.split(gates, 4, axis=1)
             i = f(clipf(gi + pi * cprev))
             fg = 1 - i if input_forget else f(clipf(gf + pf * cprev))

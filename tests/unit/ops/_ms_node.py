@@ -63,7 +63,7 @@ def ours_and_ort(
     model, feeds = ms_model(op_type, inputs, n_outputs, n_feeds, **attrs)
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = 1  # DynamicQuantizeLSTM depends on it: see quant_rnn.py
     ref = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     want = ref.run(None, feeds)
     got = InferenceSession(model).run(None, feeds)

@@ -39,7 +39,8 @@ def test_dynamic_quantize_lstm(direction, dt, per_column, extras):
     h0 = RNG.normal(size=(nd, batch, hid)).astype(np.float32) if extras else None
     c0 = RNG.normal(size=(nd, batch, hid)).astype(np.float32) if extras else None
     p = RNG.normal(size=(nd, 3 * hid)).astype(np.float32) * 0.1 if extras else None
-    ins = [x, w, r, b, None, h0, c0, p, ws, wz, rs, rz]
+    lens = np.array([5, 2, 4], np.int32) if extras else None
+    ins = [x, w, r, b, lens, h0, c0, p, ws, wz, rs, rz]
     got, want = ours_and_ort(
         "DynamicQuantizeLSTM", ins, n_outputs=3, direction=direction, hidden_size=hid
     )
