@@ -244,6 +244,15 @@ FAMILIES: Final[dict[str, dict[str, str]]] = {
         "Adam": "training",
         "Momentum": "training",
     },
+    "com.microsoft": {
+        "BiasAdd": "contrib.activations",
+        "BiasGelu": "contrib.activations",
+        "BiasSoftmax": "contrib.activations",
+        "BiasSplitGelu": "contrib.activations",
+        "FastGelu": "contrib.activations",
+        "Gelu": "contrib.activations",
+        "QuickGelu": "contrib.activations",
+    },
     "onnxexec": {
         "AttnBlock": "llm_fused",
         "FFNBlock": "llm_fused",

@@ -103,10 +103,13 @@ def family_index_source() -> str:
     """ops/_families.py as a full load of every family gives it (its test compares)."""
     _ensure_loaded()
     by_domain: dict[str, dict[str, str]] = {}
+    prefix = f"{__package__}."
     for (dom, op_type), hs in sorted(_REGISTRY.items()):
-        pkg, _, module = hs[0].fn.__module__.rpartition(".")
-        if pkg == __package__:  # not ops a test or a user registered
-            by_domain.setdefault(dom, {})[op_type] = module
+        # modules of subpackages keep their dotted path ("contrib.normalization");
+        # ops a test or a user registered live outside onnxexec.ops and are left out
+        module = hs[0].fn.__module__
+        if module.startswith(prefix):
+            by_domain.setdefault(dom, {})[op_type] = module.removeprefix(prefix)
     lines = [
         '"""Which module of onnxexec.ops registers each op: domain -> op_type -> module.',
         "",
@@ -130,7 +133,8 @@ def family_index_source() -> str:
 
 
 def load_families(*names: str) -> None:
-    """Import just these op families (modules of onnxexec.ops, e.g. "llm"): lookups of
+    """Import just these op families (modules of onnxexec.ops, e.g. "llm" or
+    "contrib.attention"): lookups of
     the ops they register then skip importing every other family (~0.3 s, most of
     which a GGUF model never uses). One module holds every version of its ops (no op
     is split across families), so the answer is the one a full load gives; any other
