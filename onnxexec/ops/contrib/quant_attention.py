@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.contrib.quant_matmul import centered
 from onnxexec.ops.registry import op
-
-MS = "com.microsoft"
 
 
 def key_mask(mask_index: np.ndarray | None, b: int, s: int, total: int) -> np.ndarray:
@@ -41,7 +40,7 @@ def key_mask(mask_index: np.ndarray | None, b: int, s: int, total: int) -> np.nd
     return allowed
 
 
-@op("QAttention", since=1, domain=MS)
+@op("QAttention", since=1, domain=MS_DOMAIN)
 def qattention(
     x: np.ndarray,
     weight: np.ndarray,

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.conv import qlinear_conv
 from onnxexec.ops.registry import op
 
-MS = "com.microsoft"
 
-
-@op("QLinearConv", since=1, domain=MS)
+@op("QLinearConv", since=1, domain=MS_DOMAIN)
 def ms_qlinear_conv(
     x: np.ndarray,
     x_scale: np.ndarray,

@@ -15,10 +15,9 @@ import numpy as np
 
 from onnxexec.ops import pool as _pool
 from onnxexec.ops._common import norm_axis
+from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.quant import dequantize, quantize
 from onnxexec.ops.registry import op
-
-MS = "com.microsoft"
 
 
 def _scalar(a: np.ndarray | None, default: float = 0.0) -> np.float32:
@@ -56,7 +55,7 @@ def lookup(
     return table[x.astype(np.int32) - info.min]
 
 
-@op("QLinearSigmoid", since=1, domain=MS)
+@op("QLinearSigmoid", since=1, domain=MS_DOMAIN)
 def qlinear_sigmoid(
     x: np.ndarray,
     x_scale: np.ndarray,
@@ -70,7 +69,7 @@ def qlinear_sigmoid(
     )
 
 
-@op("QLinearLeakyRelu", since=1, domain=MS)
+@op("QLinearLeakyRelu", since=1, domain=MS_DOMAIN)
 def qlinear_leaky_relu(
     x: np.ndarray,
     x_scale: np.ndarray,
@@ -100,7 +99,7 @@ def _binary(
     return da, db, out_dt, _zp(c_zero_point, out_dt)
 
 
-@op("QLinearAdd", since=1, domain=MS)
+@op("QLinearAdd", since=1, domain=MS_DOMAIN)
 def qlinear_add(
     a: np.ndarray,
     a_scale: np.ndarray,
@@ -121,7 +120,7 @@ def qlinear_add(
     return _requant(real, zc, out_dt)
 
 
-@op("QLinearMul", since=1, domain=MS)
+@op("QLinearMul", since=1, domain=MS_DOMAIN)
 def qlinear_mul(
     a: np.ndarray,
     a_scale: np.ndarray,
@@ -138,7 +137,7 @@ def qlinear_mul(
     return _requant(da * db * ratio, zc, out_dt)
 
 
-@op("QLinearConcat", since=1, domain=MS)
+@op("QLinearConcat", since=1, domain=MS_DOMAIN)
 def qlinear_concat(
     y_scale: np.ndarray, y_zero_point: np.ndarray, *inputs: np.ndarray, axis: int
 ) -> np.ndarray:
@@ -170,7 +169,7 @@ def _pooled(
     return pooled(x)
 
 
-@op("QLinearAveragePool", since=1, domain=MS)
+@op("QLinearAveragePool", since=1, domain=MS_DOMAIN)
 def qlinear_average_pool(
     x: np.ndarray,
     x_scale: np.ndarray,
@@ -199,7 +198,7 @@ def qlinear_average_pool(
     return _requant(mean * ratio, _zp(y_zero_point, out_dt), out_dt)
 
 
-@op("QLinearGlobalAveragePool", since=1, domain=MS)
+@op("QLinearGlobalAveragePool", since=1, domain=MS_DOMAIN)
 def qlinear_global_average_pool(
     x: np.ndarray,
     x_scale: np.ndarray,
@@ -222,7 +221,7 @@ def qlinear_global_average_pool(
     return _requant(centered * ratio, _zp(y_zero_point, out_dt), out_dt)
 
 
-@op("QLinearSoftmax", since=1, domain=MS)
+@op("QLinearSoftmax", since=1, domain=MS_DOMAIN)
 def qlinear_softmax(
     x: np.ndarray,
     x_scale: np.ndarray,
@@ -247,7 +246,7 @@ def qlinear_softmax(
     return _requant(y / np.float64(_scalar(y_scale)), _zp(y_zero_point, out_dt), out_dt)
 
 
-@op("QuantizeLinear", since=1, domain=MS)
+@op("QuantizeLinear", since=1, domain=MS_DOMAIN)
 def ms_quantize_linear(
     x: np.ndarray, y_scale: np.ndarray, y_zero_point: np.ndarray | None = None, *, axis: int = 1
 ) -> np.ndarray:
@@ -256,7 +255,7 @@ def ms_quantize_linear(
     return quantize(x, y_scale, y_zero_point, axis=axis, out_dtype=out_dt)
 
 
-@op("DequantizeLinear", since=1, domain=MS)
+@op("DequantizeLinear", since=1, domain=MS_DOMAIN)
 def ms_dequantize_linear(
     x: np.ndarray, x_scale: np.ndarray, x_zero_point: np.ndarray | None = None, *, axis: int = 1
 ) -> np.ndarray:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.quant import dynamic_quantize_linear
 from onnxexec.ops.registry import op
-
-MS = "com.microsoft"
 
 
 def centered(x: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
@@ -47,7 +46,7 @@ def int_matmul_to_float(
     return y
 
 
-@op("MatMulIntegerToFloat", since=1, domain=MS)
+@op("MatMulIntegerToFloat", since=1, domain=MS_DOMAIN)
 def matmul_integer_to_float(
     a: np.ndarray,
     b: np.ndarray,
@@ -61,7 +60,7 @@ def matmul_integer_to_float(
     return int_matmul_to_float(a, b, a_scale, b_scale, a_zero_point, b_zero_point, bias)
 
 
-@op("DynamicQuantizeMatMul", since=1, domain=MS)
+@op("DynamicQuantizeMatMul", since=1, domain=MS_DOMAIN)
 def dynamic_quantize_matmul(
     a: np.ndarray,
     b: np.ndarray,
@@ -75,7 +74,7 @@ def dynamic_quantize_matmul(
     return int_matmul_to_float(qa, b, sa, b_scale, za, b_zero_point, bias)
 
 
-@op("QGemm", since=1, domain=MS)
+@op("QGemm", since=1, domain=MS_DOMAIN)
 def qgemm(
     a: np.ndarray,
     a_scale: np.ndarray,

@@ -12,9 +12,9 @@ import ml_dtypes
 import numpy as np
 
 from onnxexec.ops._common import norm_axis
+from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.registry import op
 
-MS = "com.microsoft"
 _SMALL = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
 
 
@@ -69,7 +69,7 @@ def quantize_a_int8(a: np.ndarray, block_size: int) -> np.ndarray:
     return (q * scale).reshape(ap.shape)[..., :k]
 
 
-@op("MatMulNBits", since=1, domain=MS)
+@op("MatMulNBits", since=1, domain=MS_DOMAIN)
 def matmul_nbits(
     a: np.ndarray,
     b: np.ndarray,
@@ -115,7 +115,7 @@ def _codes(x: np.ndarray, bits: int) -> np.ndarray:
     return unpack_bits(x, bits).astype(np.int32)
 
 
-@op("GatherBlockQuantized", since=1, domain=MS)
+@op("GatherBlockQuantized", since=1, domain=MS_DOMAIN)
 def gather_block_quantized(
     data: np.ndarray,
     indices: np.ndarray,

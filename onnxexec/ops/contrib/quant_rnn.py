@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.quant import dynamic_quantize_linear
 from onnxexec.ops.registry import op
 from onnxexec.ops.rnn import _activations, _clipper, _reverse_valid
-
-MS = "com.microsoft"
 
 
 def _qgemm(a: np.ndarray, w: np.ndarray, w_scale: np.ndarray, w_zero: int) -> np.ndarray:
@@ -30,7 +29,7 @@ def _qgemm(a: np.ndarray, w: np.ndarray, w_scale: np.ndarray, w_zero: int) -> np
     return acc * (np.float32(sa) * w_scale)
 
 
-@op("DynamicQuantizeLSTM", since=1, domain=MS)
+@op("DynamicQuantizeLSTM", since=1, domain=MS_DOMAIN)
 def dynamic_quantize_lstm(
     x: np.ndarray,
     w: np.ndarray,
