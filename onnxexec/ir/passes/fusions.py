@@ -15,6 +15,7 @@ from onnxexec.ir.passes.fuse_elementwise import fuse_elementwise
 from onnxexec.ir.passes.fuse_gelu import fuse_gelu
 from onnxexec.ir.passes.fuse_layernorm import fuse_layernorm
 from onnxexec.ir.passes.fuse_matmul import fuse_matmul
+from onnxexec.ir.passes.fuse_qdq import fuse_qdq
 from onnxexec.ir.passes.fuse_qkv import fuse_qkv
 from onnxexec.ir.passes.fuse_rope import fuse_rope
 from onnxexec.ir.passes.fuse_skip_norm import fuse_skip_norm
@@ -22,6 +23,7 @@ from onnxexec.ir.passes.pack_weights import pack_weights
 from onnxexec.ir.passes.prepack import prepack
 
 EXTENDED: list[Callable[[Graph], Graph]] = [
+    fuse_qdq,  # first: fuse_matmul would take MatMul(DQ, DQ) as a float product
     fold_batchnorm,
     fuse_layernorm,
     fuse_gelu,
