@@ -11,6 +11,7 @@ from onnxexec.ir.passes.conv_layout import conv_layout
 from onnxexec.ir.passes.fold_batchnorm import fold_batchnorm
 from onnxexec.ir.passes.fuse_activation import fuse_activation
 from onnxexec.ir.passes.fuse_attention import fuse_attention
+from onnxexec.ir.passes.fuse_dynamic_quant import fuse_dynamic_quant
 from onnxexec.ir.passes.fuse_elementwise import fuse_elementwise
 from onnxexec.ir.passes.fuse_gelu import fuse_gelu
 from onnxexec.ir.passes.fuse_layernorm import fuse_layernorm
@@ -24,6 +25,7 @@ from onnxexec.ir.passes.prepack import prepack
 
 EXTENDED: list[Callable[[Graph], Graph]] = [
     fuse_qdq,  # first: fuse_matmul would take MatMul(DQ, DQ) as a float product
+    fuse_dynamic_quant,
     fold_batchnorm,
     fuse_layernorm,
     fuse_gelu,

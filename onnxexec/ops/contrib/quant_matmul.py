@@ -1,8 +1,9 @@
 """com.microsoft quantized matmuls: QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul.
 
-Integer products are exact: the zero-point-shifted 8-bit operands are held in float64,
-whose BLAS product is exact for any K below 2^37 (each term < 2^16, sums < 2^53); the
-result is then scaled in float32 as onnxruntime's MLAS output processors do
+Integer products are exact: the zero-point-shifted 8-bit operands go through float32
+BLAS in K-slices whose sums stay below 2^24 (exact_int_matmul), or float64 (exact for
+K below 2^37) where the shapes need numpy's general matmul; the result is then scaled
+in float32 as onnxruntime's MLAS output processors do
 (ContribOperators.md QGemm / MatMulIntegerToFloat / DynamicQuantizeMatMul).
 """
 
@@ -29,6 +30,33 @@ def _scale(s: np.ndarray) -> np.ndarray:
     return s.reshape(()) if s.size == 1 else s
 
 
+def _span(x: np.ndarray, zero_point: np.ndarray | None) -> float:
+    """The largest |x - zero_point| x's 8-bit type allows (a bound, not a scan)."""
+    info = np.iinfo(x.dtype)
+    z = 0.0 if zero_point is None else np.asarray(zero_point).astype(np.float64)
+    return float(np.max(np.maximum(np.abs(info.max - z), np.abs(info.min - z))))
+
+
+def exact_int_matmul(
+    a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | None, b_zero_point: np.ndarray | None
+) -> np.ndarray:
+    """float32 (A - za) @ (B - zb), exact: float32 BLAS over K-slices short enough that
+    every partial sum stays below 2^24 (integers are exact there), slices summed in
+    float64 when K needs more than one (then rounded once to float32)."""
+    ac = a.astype(np.float32)
+    if a_zero_point is not None:
+        ac -= np.float32(np.asarray(a_zero_point).reshape(-1)[0])
+    bc = centered(b, b_zero_point).astype(np.float32)
+    k = a.shape[-1]
+    step = max(1, int((1 << 24) // max(_span(a, a_zero_point) * _span(b, b_zero_point), 1.0)))
+    if k <= step:
+        return np.matmul(ac, bc)
+    acc = np.matmul(ac[..., :step], bc[:step]).astype(np.float64)
+    for k0 in range(step, k, step):
+        acc += np.matmul(ac[..., k0 : k0 + step], bc[k0 : k0 + step])
+    return acc.astype(np.float32)
+
+
 def int_matmul_to_float(
     a: np.ndarray,
     b: np.ndarray,
@@ -39,7 +67,10 @@ def int_matmul_to_float(
     bias: np.ndarray | None,
 ) -> np.ndarray:
     """float32 ((A - za) @ (B - zb)) * (sa * sb) + bias; sb / zb per column of B allowed."""
-    acc = np.matmul(centered(a, a_zero_point), centered(b, b_zero_point)).astype(np.float32)
+    if np.asarray(a_zero_point if a_zero_point is not None else 0).size == 1 and b.ndim == 2:
+        acc = exact_int_matmul(a, b, a_zero_point, b_zero_point)
+    else:
+        acc = np.matmul(centered(a, a_zero_point), centered(b, b_zero_point)).astype(np.float32)
     y = acc * (_scale(a_scale) * _scale(b_scale))
     if bias is not None:
         y += bias.astype(np.float32)

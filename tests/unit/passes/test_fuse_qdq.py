@@ -1,5 +1,6 @@
-"""fuse_qdq: QDQ groups -> integer ops, checked for structure, then against
-onnxruntime at its default optimization level (which runs its own QDQ fusions)."""
+"""fuse_qdq / fuse_dynamic_quant: QDQ groups and dynamic-quantization chains -> integer
+ops, checked for structure, then against onnxruntime at its default optimization level
+(which runs its own QDQ fusions)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from onnxexec.ir.passes.fuse_dynamic_quant import fuse_dynamic_quant
 from onnxexec.ir.passes.fuse_qdq import fuse_qdq
 from onnxexec.loaders.onnx_proto import load_onnx
 from onnxexec.runtime.session import InferenceSession
@@ -173,3 +175,29 @@ def test_float_weight_and_float_conv_output_stay():
     model = _model(nodes, inits, (1, 3, 4, 4))
     g = load_onnx(model)
     assert fuse_qdq(g) is g
+
+
+@pytest.mark.parametrize("per_column", [False, True])
+def test_dynamic_quant_chain_becomes_matmul_integer_to_float(per_column):
+    # what quantize_dynamic emits per MatMul: DynamicQuantizeLinear -> MatMulInteger ->
+    # Cast -> Mul(Mul(a_scale, W_scale)) -> Add(bias)
+    w, ws, _ = _weight((48, 12), 1 if per_column else None)
+    wz = np.zeros(ws.shape, np.int8)
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+        helper.make_node("MatMulInteger", ["xq", "w", "xz", "wz"], ["acc"]),
+        helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["xs", "ws"], ["s"]),
+        helper.make_node("Mul", ["accf", "s"], ["m"]),
+        helper.make_node("Add", ["m", "b"], ["y"]),
+    ]
+    inits = {"w": w, "ws": ws, "wz": wz, "b": RNG.normal(size=12).astype(np.float32)}
+    model = _model(nodes, inits, (2, 5, 48))
+    got = [(n.domain, n.op_type) for n in fuse_dynamic_quant(load_onnx(model)).nodes]
+    assert got == [("", "DynamicQuantizeLinear"), ("com.microsoft", "MatMulIntegerToFloat")]
+    x = RNG.normal(size=(2, 5, 48)).astype(np.float32)
+    ort = pytest.importorskip("onnxruntime")
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = ref.run(None, {"x": x})
+    (ours,) = InferenceSession(model).run(None, {"x": x})
+    np.testing.assert_allclose(ours, want, rtol=1e-5, atol=1e-5)
