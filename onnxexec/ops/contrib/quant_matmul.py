@@ -46,7 +46,10 @@ def exact_int_matmul(
     ac = a.astype(np.float32)
     if a_zero_point is not None:
         ac -= np.float32(np.asarray(a_zero_point).reshape(-1)[0])
-    bc = centered(b, b_zero_point).astype(np.float32)
+    bc = b.astype(np.float32)
+    if b_zero_point is not None:  # 8-bit codes minus zero points are exact in float32
+        zb = np.asarray(b_zero_point).astype(np.float32)
+        bc -= zb.reshape(-1)[0] if zb.size == 1 else zb
     k = a.shape[-1]
     step = max(1, int((1 << 24) // max(_span(a, a_zero_point) * _span(b, b_zero_point), 1.0)))
     if k <= step:

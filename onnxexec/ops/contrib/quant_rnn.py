@@ -126,7 +126,7 @@ def dynamic_quantize_lstm(
         c0 = np.zeros((batch, hid), np.float32) if initial_c is None else initial_c[d]
         pd = np.zeros(3 * hid, np.float32) if p is None else p[d].astype(np.float32)
         if default_acts:
-            r_c = r[d].astype(np.float64) - rz
+            r_c = r[d].astype(np.int32) - np.int32(rz)
             rs_c = np.broadcast_to(rs, (4 * hid,))
             y, hprev, cprev = qlstm_recurrence(xw, lens, r_c, rs_c, h0, c0, pd, clip, input_forget)
         else:
