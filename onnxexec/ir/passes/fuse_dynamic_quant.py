@@ -61,18 +61,23 @@ def fuse_dynamic_quant(g: Graph) -> Graph:
         if cast is None or cast.attrs.get("to") != 1:
             continue
         mul = only_consumer(ed, cast.outputs[0], "Mul")
-        scales = _scales(ed, mul, cast.outputs[0]) if mul is not None else None
-        if scales is None or ed.const(scales[1]).size not in (1, w.shape[1]):
+        if mul is None:
+            continue
+        scales = _scales(ed, mul, cast.outputs[0])
+        w_scale = None if scales is None else ed.const(scales[1])
+        if scales is None or w_scale is None or w_scale.size not in (1, w.shape[1]):
             continue
         sm = ed.producer_op(
             mul.inputs[1] if mul.inputs[0] == cast.outputs[0] else mul.inputs[0], "Mul"
         )
+        if sm is None:
+            continue
         bias = _bias(ed, mul, w.shape[1])
         pattern = [n, cast, sm, mul] + ([bias[0]] if bias else [])
         last = bias[0] if bias else mul
         if not ed.private(pattern, last) or not ed.claim(pattern):
             continue
-        ins = (n.inputs[0], n.inputs[1], *scales, n.inputs[2], n.inputs[3])
+        ins: tuple[str, ...] = (n.inputs[0], n.inputs[1], *scales, n.inputs[2], n.inputs[3])
         if bias:
             ins = (*ins, bias[1])
         ed.use_domain(MS, 1)

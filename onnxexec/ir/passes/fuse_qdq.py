@@ -27,6 +27,13 @@ _QDOMAINS = ("", MS)
 _BYTE = (np.dtype(np.uint8), np.dtype(np.int8))
 
 
+def _c(ed: GraphEditor, name: str) -> np.ndarray:
+    """A constant the matcher already found (checked by _dq / _q)."""
+    v = ed.const(name)
+    assert v is not None
+    return v
+
+
 def _dq(ed: GraphEditor, name: str) -> Node | None:
     """The DequantizeLinear producing `name` with constant, per-tensor-or-axis params."""
     n = ed.node_of(name)
@@ -41,7 +48,7 @@ def _dq(ed: GraphEditor, name: str) -> Node | None:
 
 
 def _per_tensor(ed: GraphEditor, n: Node) -> bool:
-    return ed.const(n.inputs[1]).size == 1 and n.inputs[2] is not None
+    return _c(ed, n.inputs[1]).size == 1 and n.inputs[2] is not None
 
 
 def _weight_ok(ed: GraphEditor, n: Node, axis: int) -> bool:
@@ -49,7 +56,7 @@ def _weight_ok(ed: GraphEditor, n: Node, axis: int) -> bool:
     w = ed.const(n.inputs[0])
     if w is None or w.dtype not in _BYTE:
         return False
-    s = ed.const(n.inputs[1])
+    s = _c(ed, n.inputs[1])
     if s.size == 1:
         return True
     ax = n.attrs.get("axis", 1)
@@ -105,11 +112,11 @@ def _fuse_one(ed: GraphEditor, n: Node) -> None:
     w_axis = {"Conv": 0, "MatMul": 1, "Gemm": 0 if trans_b else 1}[n.op_type]
     if not _weight_ok(ed, dw, w_axis):
         return
-    if n.op_type == "MatMul" and ed.const(dw.inputs[0]).ndim != 2:
+    if n.op_type == "MatMul" and _c(ed, dw.inputs[0]).ndim != 2:
         return
     bias = None
     if len(n.inputs) > 2 and n.inputs[2]:
-        scale = ed.const(dx.inputs[1]).reshape(()) * ed.const(dw.inputs[1])
+        scale = _c(ed, dx.inputs[1]).reshape(()) * _c(ed, dw.inputs[1])
         bias = _bias(ed, n.inputs[2], scale.astype(np.float32))
         if bias is None:
             return
@@ -171,12 +178,13 @@ def _fuse_elementwise(ed: GraphEditor, n: Node, opset: int) -> None:
         return
     if n.op_type == "AveragePool" and any(d != 1 for d in n.attrs.get("dilations", ()) or ()):
         return
-    dqs = [_dq(ed, i) for i in n.inputs]
+    found = [_dq(ed, i) for i in n.inputs]
     q = _q(ed, n.outputs[0])
-    if q is None or any(d is None or not _per_tensor(ed, d) for d in dqs):
+    dqs = [d for d in found if d is not None and _per_tensor(ed, d)]
+    if q is None or len(dqs) != len(found):
         return
-    out_t = ed.const(q.inputs[2]).dtype
-    if any(ed.const(d.inputs[2]).dtype != out_t for d in dqs):
+    out_t = _c(ed, q.inputs[2]).dtype
+    if any(_c(ed, d.inputs[2]).dtype != out_t for d in dqs):
         return
     op, keep = _ELEMENTWISE[n.op_type]
     attrs = {k: n.attrs[k] for k in keep if k in n.attrs}
@@ -191,8 +199,9 @@ def _fuse_elementwise(ed: GraphEditor, n: Node, opset: int) -> None:
         ins = [x for d in dqs for x in d.inputs[:3]] + [q.inputs[1], q.inputs[2]]
     pattern = [n, q]
     for name in dict.fromkeys(n.inputs):  # x + x reads one DQ twice
-        if ed.n_uses(name) == sum(i == name for i in n.inputs):
-            pattern.append(ed.node_of(name))
+        producer = ed.node_of(name)
+        if producer is not None and ed.n_uses(name) == sum(i == name for i in n.inputs):
+            pattern.append(producer)
     if not ed.claim(pattern):
         return
     ed.use_domain(MS, 1)
