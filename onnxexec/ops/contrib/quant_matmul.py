@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxexec.kernels.parallel import parallel_for
 from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.quant import dynamic_quantize_linear
 from onnxexec.ops.registry import op
@@ -50,14 +51,23 @@ def exact_int_matmul(
     if b_zero_point is not None:  # 8-bit codes minus zero points are exact in float32
         zb = np.asarray(b_zero_point).astype(np.float32)
         bc -= zb.reshape(-1)[0] if zb.size == 1 else zb
-    k = a.shape[-1]
+    k, n = bc.shape
     step = max(1, int((1 << 24) // max(_span(a, a_zero_point) * _span(b, b_zero_point), 1.0)))
-    if k <= step:
-        return np.matmul(ac, bc)
-    acc = np.matmul(ac[..., :step], bc[:step]).astype(np.float64)
-    for k0 in range(step, k, step):
-        acc += np.matmul(ac[..., k0 : k0 + step], bc[k0 : k0 + step])
-    return acc.astype(np.float32)
+    rows = ac.reshape(-1, k)
+    out = np.empty((rows.shape[0], n), np.float32)
+
+    def columns(c0: int, c1: int) -> None:  # numpy's matmul releases the GIL
+        if k <= step:
+            np.matmul(rows, bc[:, c0:c1], out=out[:, c0:c1])
+            return
+        acc = np.matmul(rows[:, :step], bc[:step, c0:c1]).astype(np.float64)
+        for k0 in range(step, k, step):
+            acc += np.matmul(rows[:, k0 : k0 + step], bc[k0 : k0 + step, c0:c1])
+        out[:, c0:c1] = acc
+
+    # BLAS runs one thread under the session (runtime/threads.py): split the columns
+    parallel_for(columns, n, min_chunk=128 if rows.shape[0] > 1 else 1024)
+    return out.reshape(*a.shape[:-1], n)
 
 
 def int_matmul_to_float(
