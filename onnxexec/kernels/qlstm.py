@@ -3,7 +3,8 @@ numba, for the default activations (sigmoid, tanh, tanh).
 
 Per step: the hidden state is quantized to uint8 as DynamicQuantizeLinear does (one
 scale over the batch, float32 arithmetic, round half to even), multiplied exactly with
-the zero-point-shifted recurrent weight (an int32 dot per gate column), scaled
+the zero-point-shifted recurrent weight (exact: float32 lanes when H * 255 * max|R|
+stays below 2^24, float64 otherwise), scaled
 by scale * w_scale[j] in float32 and added to the precomputed input projection; then
 the gates i o f c with optional peepholes and clip. `qlstm_reference` in
 ops/contrib/quant_rnn.py (the numpy path) is the reference this matches.
@@ -24,12 +25,14 @@ def _sigmoid(v: float) -> float:
 
 @nb.njit(cache=True, nogil=True)
 def _qlstm(xw, lens, r, rs, h, c, p, clip, input_forget, y):  # pragma: no cover - numba
-    """xw (T, B, 4H) f32, lens (B,) i64, r (4H, H) i32 centred weight codes, rs (4H,) f32,
+    """xw (T, B, 4H) f32, lens (B,) i64, r (H, 4H) centred weight codes in the accumulator
+    type (float32 when every sum stays below 2^24, else float64), rs (4H,) f32,
     h, c (B, H) f32 state (updated), p (3H,) f32 peepholes, clip f32 (inf: none),
     y (T, B, H) f32 out."""
     t_len, batch, g4 = xw.shape
     hid = g4 // 4
-    hq = np.empty((batch, hid), np.int32)
+    hq = np.empty((batch, hid), r.dtype)
+    acc = np.empty(g4, r.dtype)
     gates = np.empty(g4, np.float32)
     for t in range(t_len):
         # rows whose sequence ended feed zeros (onnxruntime reads its zero-filled Y)
@@ -48,15 +51,18 @@ def _qlstm(xw, lens, r, rs, h, c, p, clip, input_forget, y):  # pragma: no cover
             for k in range(hid):
                 v = h[b, k] if live else f32(0.0)
                 q = min(max(np.rint(f32(v / scale)) + zp, f32(0.0)), f32(255.0))
-                hq[b, k] = np.int32(q - zp)
+                hq[b, k] = q - zp
         for b in range(batch):
+            # acc += a * r[k, :] row by row: independent lanes, so it vectorizes
+            # without reassociating a sum (integers, exact in acc's type)
+            acc[:] = 0
+            for k in range(hid):
+                a = hq[b, k]
+                if a != 0:
+                    for j in range(g4):
+                        acc[j] += a * r[k, j]
             for j in range(g4):
-                # an int32 dot (|sum| < 255 * 255 * H): exact, and integer
-                # reductions vectorize without fastmath
-                acc = np.int32(0)
-                for k in range(hid):
-                    acc += hq[b, k] * r[j, k]
-                gates[j] = xw[t, b, j] + f32(acc) * (scale * rs[j])
+                gates[j] = xw[t, b, j] + f32(acc[j]) * (scale * rs[j])
             if t >= lens[b]:
                 for k in range(hid):
                     y[t, b, k] = 0.0
@@ -93,14 +99,15 @@ def qlstm_recurrence(
     t_len, batch, g4 = xw.shape
     hid = g4 // 4
     assert r_centred.shape == (hid, g4) and r_scale.shape == (g4,) and p.shape == (3 * hid,)
-    assert hid * 255 * 255 < 2**31  # the int32 dot cannot overflow
     h = np.ascontiguousarray(h0, np.float32).copy()
     c = np.ascontiguousarray(c0, np.float32).copy()
     y = np.zeros((t_len, batch, hid), np.float32)
     cl = np.float32(np.inf if clip is None else clip)
+    exact32 = hid * 255.0 * float(np.abs(r_centred).max(initial=0)) < 2.0**24
+    acc_t = np.float32 if exact32 else np.float64
     _qlstm(
         np.ascontiguousarray(xw, np.float32), lens.astype(np.int64),
-        np.ascontiguousarray(r_centred.T, dtype=np.int32), r_scale.astype(np.float32),
+        np.ascontiguousarray(r_centred, dtype=acc_t), r_scale.astype(np.float32),
         h, c, p.astype(np.float32), cl, int(input_forget), y,
     )  # fmt: skip
     return y, h, c

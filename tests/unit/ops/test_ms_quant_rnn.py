@@ -65,9 +65,10 @@ def test_clip_and_input_forget_vs_onnxruntime():
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
 
 
-def test_kernel_matches_numpy_recurrence():
+@pytest.mark.parametrize("hid", [16, 520])  # 520: sums may pass 2^24, float64 lanes
+def test_kernel_matches_numpy_recurrence(hid):
     # kernels/qlstm.py (default activations) against the numpy steps it replaces
-    t_len, batch, hid = 7, 3, 16
+    t_len, batch = 7, 3
     xw = RNG.normal(size=(t_len, batch, 4 * hid)).astype(np.float32)
     lens = np.array([7, 4, 1], np.int64)
     r = RNG.integers(0, 256, (hid, 4 * hid)).astype(np.uint8)
