@@ -82,6 +82,18 @@ def _output_step(model: onnx.ModelProto, name: str) -> float:
     return 0.0
 
 
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if "static_qdq" in v])
+def test_qdq_groups_run_as_integer_ops(variant, quantized, tmp_path):
+    # as onnxruntime's QDQ transformers: no float Conv / Gemm / MatMul is left between
+    # DequantizeLinear and QuantizeLinear (ir/passes/fuse_qdq.py)
+    root, manifest = quantized
+    opts = onnxexec.SessionOptions()
+    opts.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    onnxexec.InferenceSession(str(root / manifest[variant]["file"]), opts)
+    ops = {n.op_type for n in onnx.load(opts.optimized_model_filepath).graph.node}
+    assert "QLinearConv" in ops and not ops & {"Conv", "Gemm", "MatMul", "FusedConv"}
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_quantized_model_matches_onnxruntime(variant, quantized, ort):
     root, manifest = quantized
