@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from onnxexec.kernels.depthwise import depthwise_conv2d
+from onnxexec.kernels.depthwise import depthwise2d_fused, depthwise_conv2d
 from onnxexec.ops import _window as win
 from onnxexec.ops.registry import op
 
@@ -160,6 +160,11 @@ def _exact_conv(
     bound = float(np.abs(xf).max(initial=0)) * float(np.abs(wf).max(initial=0)) * taps
     per_pass = int((1 << 24) // max(bound, 1.0))  # input channels one float32 pass may sum
     cg = w.shape[1]
+    if cg == 1 and group == x.shape[1] > 1 and x.ndim == 4 and per_pass >= 1:
+        # depthwise: the fused Conv's threaded float32 kernel (zero padding is right:
+        # x is already shifted by its zero point)
+        out = np.empty((x.shape[0], w.shape[0], *g.out), np.float32)
+        return depthwise2d_fused(xf, wf, None, g.strides, g.pads_begin, g.dilations, out)
     if per_pass >= cg:
         return conv_nd(xf, wf, None, group=group, g=g, dt=np.dtype(np.float32))
     if group == 1 and per_pass >= 1:

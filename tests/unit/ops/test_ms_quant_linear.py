@@ -108,15 +108,17 @@ def test_ms_quantize_dequantize_per_axis(dt):
     np.testing.assert_allclose(d, want_d, rtol=1e-6)
 
 
+@pytest.mark.parametrize("group", [2, 4])  # 4: depthwise, channel multiplier 2
 @pytest.mark.parametrize("channels_last", [0, 1])
 @pytest.mark.parametrize("per_channel", [False, True])
-def test_ms_qlinear_conv(channels_last, per_channel):
+def test_ms_qlinear_conv(channels_last, per_channel, group):
     x = _q((1, 6, 7, 4) if channels_last else (1, 4, 6, 7), np.uint8)
-    w = _q((8, 2, 3, 3), np.int8)
+    w = _q((8, 4 // group, 3, 3), np.int8)
     ws = RNG.uniform(0.002, 0.02, 8 if per_channel else ()).astype(np.float32)
     wz = np.zeros(8 if per_channel else (), np.int8)
     bias = RNG.integers(-500, 500, 8).astype(np.int32)
     ins = [x, _s(0.03), _z(130, np.uint8), w, ws, wz, _s(0.05), _z(120, np.uint8), bias]
-    attrs = {"group": 2, "pads": [1, 1, 1, 1], "strides": [2, 1], "channels_last": channels_last}
+    attrs = {"group": group, "pads": [1, 1, 1, 1], "strides": [2, 1]}
+    attrs["channels_last"] = channels_last
     (got,), (want,) = ours_and_ort("QLinearConv", ins, **attrs)
     assert_within_one_step(got, want)
