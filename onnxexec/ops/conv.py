@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from onnxexec.kernels.depthwise import depthwise_conv2d
+from onnxexec.kernels.depthwise import depthwise2d_fused, depthwise_conv2d
 from onnxexec.ops import _window as win
 from onnxexec.ops.registry import op
 
@@ -134,6 +134,52 @@ def conv(
     return y.astype(x.dtype, copy=False)
 
 
+def _exact_conv(
+    x: np.ndarray,
+    w: np.ndarray,
+    x_zero: np.ndarray | None,
+    w_zero: np.ndarray | None,
+    g: win.Geometry,
+    group: int,
+) -> np.ndarray:
+    """Exact conv of (x - x_zero) and (w - w_zero), integer-valued floats (N, M, O...).
+
+    float32 (BLAS / the depthwise kernel) when every partial sum stays below 2^24, where
+    float32 holds integers exactly: per slice of input channels when one pass would not
+    (slices summed in float64). Otherwise float64, exact below 2^37 products of 8 bits.
+    Padding is the zero *after* subtracting the zero point, so x is shifted first.
+    """
+    xf = x.astype(np.float32)
+    if x_zero is not None:
+        xf -= np.float32(np.asarray(x_zero).reshape(-1)[0])
+    wf = w.astype(np.float32)
+    if w_zero is not None:
+        wz = np.asarray(w_zero, dtype=np.float32).reshape(-1)
+        wf -= wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.size > 1 else wz[0]
+    taps = math.prod(w.shape[2:])
+    bound = float(np.abs(xf).max(initial=0)) * float(np.abs(wf).max(initial=0)) * taps
+    per_pass = int((1 << 24) // max(bound, 1.0))  # input channels one float32 pass may sum
+    cg = w.shape[1]
+    if cg == 1 and group == x.shape[1] > 1 and x.ndim == 4 and per_pass >= 1:
+        # depthwise: the fused Conv's threaded float32 kernel (zero padding is right:
+        # x is already shifted by its zero point)
+        out = np.empty((x.shape[0], w.shape[0], *g.out), np.float32)
+        return depthwise2d_fused(xf, wf, None, g.strides, g.pads_begin, g.dilations, out)
+    if per_pass >= cg:
+        return conv_nd(xf, wf, None, group=group, g=g, dt=np.dtype(np.float32))
+    if group == 1 and per_pass >= 1:
+        acc = None
+        for c0 in range(0, cg, per_pass):
+            part = conv_nd(
+                xf[:, c0 : c0 + per_pass], wf[:, c0 : c0 + per_pass], None,
+                group=1, g=g, dt=np.dtype(np.float32),
+            )  # fmt: skip
+            acc = part.astype(np.float64) if acc is None else acc + part
+        return acc
+    return conv_nd(xf.astype(np.float64), wf.astype(np.float64), None, group=group, g=g,
+                   dt=np.dtype(np.float64))  # fmt: skip
+
+
 def _int_conv(
     x: np.ndarray,
     w: np.ndarray,
@@ -142,21 +188,8 @@ def _int_conv(
     g: win.Geometry,
     group: int,
 ) -> np.ndarray:
-    """Exact integer conv of (x - x_zero) and (w - w_zero) as int64 (N, M, O...).
-
-    Computed in float64 through BLAS: products of 8-bit values summed over fewer than
-    2**37 terms stay exact in a 53-bit mantissa.
-    """
-    xf = x.astype(np.float64)
-    if x_zero is not None:
-        xf -= np.float64(np.asarray(x_zero).reshape(-1)[0])
-    wf = w.astype(np.float64)
-    if w_zero is not None:
-        wz = np.asarray(w_zero, dtype=np.float64).reshape(-1)
-        wf -= wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.size > 1 else wz[0]
-    # Padding must be the zero *after* subtracting the zero point, so pad xf itself.
-    y = conv_nd(xf, wf, None, group=group, g=g, dt=np.dtype(np.float64))
-    return np.rint(y).astype(np.int64)
+    """Exact integer conv of (x - x_zero) and (w - w_zero) as int64 (N, M, O...)."""
+    return np.rint(_exact_conv(x, w, x_zero, w_zero, g, group)).astype(np.int64)
 
 
 @op("ConvInteger", since=10)
@@ -204,10 +237,10 @@ def qlinear_conv(
     Rounding is half-to-even as QuantizeLinear's.
     """
     g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
-    acc = _int_conv(x, w, x_zero_point, w_zero_point, g, group)
+    acc = _exact_conv(x, w, x_zero_point, w_zero_point, g, group)
     nd = x.ndim - 2
-    if b is not None:
-        acc = acc + b.astype(np.int64).reshape((1, -1) + (1,) * nd)
+    if b is not None:  # int32 sum, rounded to float32 once below (as onnxruntime)
+        acc = acc.astype(np.float64) + b.astype(np.float64).reshape((1, -1) + (1,) * nd)
     ws = np.asarray(w_scale, dtype=np.float32).reshape(-1)
     ws = ws.reshape((1, -1) + (1,) * nd) if ws.size > 1 else ws[0]
     xs = np.float32(np.asarray(x_scale).reshape(-1)[0])
@@ -216,7 +249,7 @@ def qlinear_conv(
     out_dt = x.dtype if y_zero_point is None else y_zero_point.dtype
     yz = 0 if y_zero_point is None else np.int64(y_zero_point.reshape(-1)[0])
     info = np.iinfo(out_dt)
-    q = np.rint(real).astype(np.int64) + yz
+    q = np.rint(real) + np.float32(yz)
     return np.clip(q, info.min, info.max).astype(out_dt)
 
 

@@ -11,10 +11,12 @@ from onnxexec.ir.passes.conv_layout import conv_layout
 from onnxexec.ir.passes.fold_batchnorm import fold_batchnorm
 from onnxexec.ir.passes.fuse_activation import fuse_activation
 from onnxexec.ir.passes.fuse_attention import fuse_attention
+from onnxexec.ir.passes.fuse_dynamic_quant import fuse_dynamic_quant
 from onnxexec.ir.passes.fuse_elementwise import fuse_elementwise
 from onnxexec.ir.passes.fuse_gelu import fuse_gelu
 from onnxexec.ir.passes.fuse_layernorm import fuse_layernorm
 from onnxexec.ir.passes.fuse_matmul import fuse_matmul
+from onnxexec.ir.passes.fuse_qdq import fuse_qdq
 from onnxexec.ir.passes.fuse_qkv import fuse_qkv
 from onnxexec.ir.passes.fuse_rope import fuse_rope
 from onnxexec.ir.passes.fuse_skip_norm import fuse_skip_norm
@@ -22,6 +24,8 @@ from onnxexec.ir.passes.pack_weights import pack_weights
 from onnxexec.ir.passes.prepack import prepack
 
 EXTENDED: list[Callable[[Graph], Graph]] = [
+    fuse_qdq,  # first: fuse_matmul would take MatMul(DQ, DQ) as a float product
+    fuse_dynamic_quant,
     fold_batchnorm,
     fuse_layernorm,
     fuse_gelu,

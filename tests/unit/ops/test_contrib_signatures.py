@@ -56,5 +56,8 @@ def test_contrib_handler_matches_onnxruntime_schema(h):
             assert got == pytest.approx(want, rel=1e-6), f"{h.qualname}: default of {name}"
         else:
             assert got == want, f"{h.qualname}: default of {name} is {got!r}, not {want!r}"
-    n_inputs = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params.values())
+    # a variadic schema input (QLinearConcat's triples) is one *args parameter
+    par = inspect.Parameter
+    kinds = (par.POSITIONAL_ONLY, par.POSITIONAL_OR_KEYWORD, par.VAR_POSITIONAL)
+    n_inputs = sum(p.kind in kinds for p in params.values())
     assert n_inputs == len(schema.inputs), f"{h.qualname}: {n_inputs} inputs, schema has"

@@ -1,0 +1,138 @@
+"""com.microsoft DynamicQuantizeLSTM (ContribOperators.md).
+
+An ONNX LSTM (gates i o f c, peepholes i o f) whose W (D, I, 4H) and R (D, H, 4H) are
+8-bit, stored transposed relative to LSTM's. Each matmul quantizes its float left
+operand to uint8 as DynamicQuantizeLinear does (one scale over the whole operand):
+X of all time steps in one product, then the hidden state once per step, as
+onnxruntime's rnn_helpers ComputeGemm; weight scales may be per column (D, 4H), the
+weight zero point is per tensor (its first element). onnxruntime with more than one
+thread quantizes the hidden state per chunk of batch rows (uni_directional_lstm.cc,
+batch_parallel_), so its results vary with its thread count; this follows its
+single-thread result, the whole batch under one scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from onnxexec.kernels.qlstm import qlstm_recurrence
+from onnxexec.ops.contrib import MS_DOMAIN
+from onnxexec.ops.contrib.quant_matmul import exact_int_matmul
+from onnxexec.ops.quant import dynamic_quantize_linear
+from onnxexec.ops.registry import op
+from onnxexec.ops.rnn import _activations, _clipper, _reverse_valid
+
+
+def _qgemm(a: np.ndarray, w: np.ndarray, w_scale: np.ndarray, w_zero: int) -> np.ndarray:
+    """float32 A (M, K) @ 8-bit W (K, N): A quantized to uint8 over all of it."""
+    qa, sa, za = dynamic_quantize_linear(np.ascontiguousarray(a, np.float32))
+    acc = exact_int_matmul(qa, w, za, np.array(w_zero, w.dtype))
+    return acc * (np.float32(sa) * w_scale)
+
+
+def recurrence_reference(
+    xw: np.ndarray,
+    lens: np.ndarray,
+    r: np.ndarray,
+    rs: np.ndarray,
+    rz: int,
+    h0: np.ndarray,
+    c0: np.ndarray,
+    p: np.ndarray,
+    cell: tuple[list[Callable[[np.ndarray], np.ndarray]], Callable, int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One direction's steps in numpy, any activations: (Y (T, B, H), h_T, c_T).
+
+    xw (T, B, 4H) holds X W + the biases; r (H, 4H) 8-bit; cell = ((f, g, h), clip,
+    input_forget). kernels/qlstm.py is this for the default activations."""
+    (f, g, h), clipf, input_forget = cell
+    t_len, batch, _ = xw.shape
+    pi, po, pf = np.split(p, 3)
+    hprev, cprev = h0, c0
+    y = np.zeros((t_len, batch, h0.shape[1]), np.float32)
+    for t in range(t_len):
+        # rows whose sequence ended feed zeros (onnxruntime reads them from the
+        # zero-filled Y), which matters as they share the step's quantization range
+        h_in = hprev if t == 0 else np.where((t - 1 < lens)[:, None], hprev, 0)
+        gates = xw[t] + _qgemm(h_in, r, rs, rz)
+        gi, go, gf, gc = np.split(gates, 4, axis=1)
+        i = f(clipf(gi + pi * cprev))
+        fg = 1 - i if input_forget else f(clipf(gf + pf * cprev))
+        c = fg * cprev + i * g(clipf(gc))
+        o = f(clipf(go + po * c))
+        live = (t < lens)[:, None]
+        hprev = np.where(live, o * h(c), hprev).astype(np.float32)
+        cprev = np.where(live, c, cprev).astype(np.float32)
+        y[t] = np.where(live, hprev, 0)
+    return y, hprev, cprev
+
+
+@op("DynamicQuantizeLSTM", since=1, domain=MS_DOMAIN)
+def dynamic_quantize_lstm(
+    x: np.ndarray,
+    w: np.ndarray,
+    r: np.ndarray,
+    b: np.ndarray | None,
+    sequence_lens: np.ndarray | None,
+    initial_h: np.ndarray | None,
+    initial_c: np.ndarray | None,
+    p: np.ndarray | None,
+    w_scale: np.ndarray,
+    w_zero_point: np.ndarray,
+    r_scale: np.ndarray,
+    r_zero_point: np.ndarray,
+    *,
+    activation_alpha: tuple[float, ...] | None = None,
+    activation_beta: tuple[float, ...] | None = None,
+    activations: tuple[str, ...] | None = None,
+    clip: float | None = None,
+    direction: str = "forward",
+    hidden_size: int | None = None,
+    input_forget: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """X (T, B, I) f32 -> Y (T, D, B, H), Y_h (D, B, H), Y_c (D, B, H)."""
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise ValueError(f"DynamicQuantizeLSTM: unknown direction '{direction}'")
+    n_dirs = 2 if direction == "bidirectional" else 1
+    acts = _activations(
+        activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), n_dirs
+    )
+    clipf = _clipper(clip)
+    names = [a.lower() for a in activations or ()]
+    default_acts = (
+        not activation_alpha
+        and not activation_beta
+        and (not names or names == ["sigmoid", "tanh", "tanh"] * n_dirs)
+    )
+    t_len, batch, _ = x.shape
+    hid = hidden_size or r.shape[1]
+    lens = (
+        np.full(batch, t_len, np.int64) if sequence_lens is None else sequence_lens.astype(np.int64)
+    )
+    ys, hs, cs = [], [], []
+    for d in range(n_dirs):
+        ws = np.asarray(w_scale, np.float32).reshape(n_dirs, -1)[d]
+        rs = np.asarray(r_scale, np.float32).reshape(n_dirs, -1)[d]
+        wz = int(np.asarray(w_zero_point).reshape(n_dirs, -1)[d, 0])
+        rz = int(np.asarray(r_zero_point).reshape(n_dirs, -1)[d, 0])
+        wb, rb = (np.zeros(4 * hid, np.float32),) * 2 if b is None else np.split(b[d], 2)
+        reverse = direction == "reverse" or d == 1
+        xs = _reverse_valid(x, lens) if reverse else x
+        xw = _qgemm(xs.reshape(t_len * batch, -1), w[d], ws, wz).reshape(t_len, batch, -1)
+        xw += wb + rb
+        h0 = np.zeros((batch, hid), np.float32) if initial_h is None else initial_h[d]
+        c0 = np.zeros((batch, hid), np.float32) if initial_c is None else initial_c[d]
+        pd = np.zeros(3 * hid, np.float32) if p is None else p[d].astype(np.float32)
+        if default_acts:
+            r_c = r[d].astype(np.int32) - np.int32(rz)
+            rs_c = np.broadcast_to(rs, (4 * hid,))
+            y, hprev, cprev = qlstm_recurrence(xw, lens, r_c, rs_c, h0, c0, pd, clip, input_forget)
+        else:
+            cell = (acts[d], clipf, input_forget)
+            y, hprev, cprev = recurrence_reference(xw, lens, r[d], rs, rz, h0, c0, pd, cell)
+        ys.append(_reverse_valid(y, lens) if reverse else y)
+        hs.append(hprev)
+        cs.append(cprev)
+    return np.stack(ys, axis=1), np.stack(hs), np.stack(cs)
