@@ -6,9 +6,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
