@@ -107,3 +107,7 @@ class ConfigError(OnnxExecError, RuntimeError):
 class GGUFError(ModelLoadError, ValueError):
     """A GGUF file or its metadata is malformed or unsupported (names the key, tensor,
     type or architecture). Also a ValueError: the tokenizer raised those before."""
+
+
+class ContextLengthError(OnnxExecError, InvalidArgument, ValueError):
+    """A prompt does not fit the context (the message names the limit)."""
