@@ -119,7 +119,7 @@ async def chat_completions(st: ServerState, request: Request, body: Any) -> Any:
                         yield chunk(ch.index, {"content": delta}, logprobs=lp_of(ch, lps))
                 if ch.finish is not None and ch.index not in sent:
                     sent.add(ch.index)
-                    finish = ch.finish
+                    finish: str | None = ch.finish
                     if tools:  # tool calls are parsed from the whole reply, sent at once
                         msg, finish = _tool_message(ch, tools)
                         delta_msg = {k: v for k, v in msg.items() if k != "role"}

@@ -15,6 +15,7 @@ import json
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from importlib import resources
 from typing import Any
 
@@ -264,9 +265,9 @@ async def _embed(st: ServerState, config: ServeConfig, body: Any) -> dict[str, A
         assert gg is not None
         ids = [st.text_prompt(x) for x in items]
         try:
-            vecs = np.stack([await st.scheduler.run(lambda i=i: gg.embed(i)) for i in ids])
-        except ValueError as e:
-            raise bad(str(e), "input") from None
+            vecs = np.stack([await st.scheduler.run(partial(gg.embed, i)) for i in ids])
+        except ValueError as err:
+            raise bad(str(err), "input") from None
         n_tok = sum(len(i) for i in ids)
         model = st.model_id
     data = []

@@ -29,7 +29,7 @@ class Reply:
 
 
 def http(
-    method: str, url: str, body: Any = None, key: str | None = None, timeout: float = 120
+    method: str, url: str, body: Any = None, key: str | None = None, timeout: float = 600
 ) -> Reply:
     """One request with the standard library (no client library between test and server)."""
     data = None if body is None else json.dumps(body).encode()

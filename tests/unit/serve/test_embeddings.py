@@ -46,7 +46,7 @@ def client(files):
         tokenizer=str(tok),
     )
     with running_server(cfg) as url:
-        yield openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=120)
+        yield openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600)
 
 
 def test_onnx_embeddings_match_onnxruntime_mean_pooling(client, files):

@@ -21,7 +21,7 @@ from tests.unit.serve.conftest import http, need_serve_extra, running_server, sm
 need_serve_extra()
 
 PROMPTS = ["Name a fruit.", "What is 2+2?", "Say hello in French.", "Name a planet."]
-MAX_TOKENS = 6
+MAX_TOKENS = 4
 CLIENTS, PER_CLIENT = 16, 4
 
 
@@ -58,7 +58,7 @@ def test_concurrent_clients_match_solo_runs(server):
     statuses: list[int] = []
     rejections: list[dict] = []
     lock = threading.Lock()
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 480  # bounded: a loaded 2-core machine is slow
 
     def client(k: int) -> None:
         for j in range(PER_CLIENT):
@@ -79,7 +79,7 @@ def test_concurrent_clients_match_solo_runs(server):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=300)
+        t.join(timeout=600)
     assert not any(t.is_alive() for t in threads)
     assert all(s in (200, 429) for s in statuses), sorted(set(statuses))
     assert len(answers) == CLIENTS * PER_CLIENT  # nothing lost

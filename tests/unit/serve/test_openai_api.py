@@ -35,7 +35,7 @@ def server():
 
 @pytest.fixture(scope="module")
 def client(server):
-    return openai.OpenAI(base_url=server + "/v1", api_key=KEY, max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=server + "/v1", api_key=KEY, max_retries=0, timeout=600)
 
 
 @pytest.fixture(scope="module")
