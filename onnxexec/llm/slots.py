@@ -23,6 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from onnxexec.kernels import qtypes as qt
+from onnxexec.kernels.qmatmul import QWeight
+from onnxexec.llm.batch_graph import batch_graph
 from onnxexec.llm.fusion import fuse_graph
 from onnxexec.llm.graph import build_llm_graph
 from onnxexec.ops.registry import load_families
@@ -109,20 +112,24 @@ class SlotModel:
         shape = (n_slots, n_ctx, c.n_head_kv, c.head_dim)
         self.k = [np.zeros(shape, np.float32) for _ in range(c.n_layer)]
         self.v = [np.zeros(shape, np.float32) for _ in range(c.n_layer)]
-        self._plan: GraphPlan | None = None
+        self._plans: dict[bool, GraphPlan] = {}
+        self.max_rows = max_decode_rows(llm.weights.values())
 
-    def plan(self) -> GraphPlan:
-        """The single-sequence graph (logits of the last row) with C = n_ctx."""
-        if self._plan is None:
+    def plan(self, batch: bool = False) -> GraphPlan:
+        """The single-sequence graph (logits of the last row) with C = n_ctx, or with
+        `batch` its variant for one token of each of N sequences (llm/batch_graph.py)."""
+        if batch not in self._plans:
             llm = self.llm
             g = build_llm_graph(
-                llm.config, llm.weights, n_ctx=self.n_ctx, last_only=True, options=llm.options
+                llm.config, llm.weights, n_ctx=self.n_ctx, last_only=not batch, options=llm.options
             )
             if llm.options.fuse:
                 g = fuse_graph(g)
-            load_families("llm", "llm_fused")
-            self._plan = plan_graph(g)
-        return self._plan
+            if batch:
+                g = batch_graph(g, self.n_slots)
+            load_families("llm", "llm_fused", "llm_batch")
+            self._plans[batch] = plan_graph(g)
+        return self._plans[batch]
 
     def prefill(self, slot: int, tokens: Sequence[int], pos: int) -> np.ndarray:
         """Evaluate tokens at positions pos.. in slot's cache as one batch: (V,) logits
@@ -137,8 +144,39 @@ class SlotModel:
         return execute(self.plan(), feeds)[0][-1]
 
     def decode(self, slots: Sequence[int], tokens: Sequence[int], pos: Sequence[int]) -> np.ndarray:
-        """One token of each sequence: (N, V) logits, row i for slots[i]."""
-        out = np.empty((len(slots), self.llm.config.n_vocab), np.float32)
-        for i, (s, t, p) in enumerate(zip(slots, tokens, pos, strict=True)):
-            out[i] = self.prefill(s, [t], p)
-        return out
+        """One token of each sequence: (N, V) logits, row i for slots[i]. One pass of
+        the batched graph for up to max_rows sequences (each weight read once)."""
+        n = len(slots)
+        feeds: dict[str, Any] = {}
+        for il in range(len(self.k)):
+            feeds[f"k_cache.{il}"] = self.k[il]
+            feeds[f"v_cache.{il}"] = self.v[il]
+        outs = []
+        for i in range(0, n, self.max_rows):
+            feeds["tokens"] = np.asarray(tokens[i : i + self.max_rows], np.int64)
+            feeds["pos"] = np.asarray(pos[i : i + self.max_rows], np.int64)
+            feeds["slot"] = np.asarray(slots[i : i + self.max_rows], np.int64)
+            outs.append(execute(self.plan(batch=True), feeds)[0])
+        return outs[0] if len(outs) == 1 else np.concatenate(outs)
+
+
+def max_decode_rows(weights: Any) -> int:
+    """How many sequences one batched decode pass may hold so that every row is summed
+    as a single token is. The block types (Q4_0 .. Q8_0) sum each row alike at any row
+    count (tinyBLAS and vec_dot share their arithmetic, kernels/ggml_dot.py); the
+    K-quants change order from MIN_ROWS rows (tiled orders) and Q4_K from GROUP rows
+    (its repacked gemm order, kernels/ggml_simd_k.py); float matrices (F32 / F16 /
+    BF16) from 2 rows (kernels/ggml_dot_f16.py): those decode one sequence a pass."""
+    types = set()
+    for w in weights:
+        if isinstance(w, QWeight):
+            types.add(int(w.ggml_type))
+        elif isinstance(w, np.ndarray) and w.ndim == 2:
+            types.add(qt.F32)
+    if types & {qt.F32, qt.F16, qt.BF16}:
+        return 1
+    if qt.Q4_K in types:
+        return GROUP - 1
+    if types & {qt.Q2_K, qt.Q3_K, qt.Q5_K, qt.Q6_K}:
+        return MIN_ROWS - 1
+    return 1 << 30

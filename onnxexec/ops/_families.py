@@ -265,6 +265,9 @@ FAMILIES: Final[dict[str, dict[str, str]]] = {
         "QMatMul": "llm",
         "RMSNorm": "llm",
         "RoPE": "llm",
+        "RoPERows": "llm_batch",
+        "SlotAttnBlock": "llm_batch",
+        "SlotKVAttention": "llm_batch",
         "Softcap": "llm",
     },
 }

@@ -313,3 +313,9 @@ def norm_qmatmul(
         if y is not None:
             return y
     return _project(x, norm_w, epsilon, (w,), mode)[0][0]
+
+
+# the pieces ops/llm_batch.py composes for several sequences, one token each
+project = _project
+attend_one_token = _attend_one_token
+out_product = _out_product

@@ -105,7 +105,7 @@ def prompts(seed: int) -> list[list[int]]:
     other = [int(t) for t in rng.integers(3, 1000, 61)]
     # shared prefixes (reused once the first request leaves its slot), a 1-token and a
     # 9-token prompt (row-count thresholds of the kernels), one longer than the chunk
-    return [base[:30], [*base[:33], 5], [7], other, base[:9], [*base[:41], 9], other[:50]]
+    return [base[:30], [7], other, base[:9], [*base[:33], 5], [*base[:41], 9], other[:50]]
 
 
 MODELS = [
@@ -123,7 +123,7 @@ def test_every_request_equals_its_run_alone(models, arch, wtype):
     llm = models(arch, wtype)
     ps = prompts(1)
     want = [alone(llm, p, 10) for p in ps]
-    eng = BatchEngine(llm, 3, chunk=16)
+    eng = BatchEngine(llm, 4, chunk=16)
     recs = [Recorder() for _ in ps]
     ids = [eng.submit(Request(p, 10, r)) for p, r in zip(ps, recs, strict=True)]
     tokens, final, cached, _ = run(eng)
@@ -134,6 +134,24 @@ def test_every_request_equals_its_run_alone(models, arch, wtype):
             np.testing.assert_array_equal(got, exp)
         assert final[rid].finish in ("stop", "length")
     assert sum(cached.values()) > 0, "no prompt prefix was reused"
+
+
+@pytest.mark.parametrize(("arch", "wtype"), [("llama", "Q5_0"), ("qwen3", "Q6_K")])
+def test_eight_sequences_in_one_step(models, arch, wtype):
+    """8 sequences decoding together (Q6_K: passes of 7 + 1 rows, slots.max_decode_rows)."""
+    llm = models(arch, wtype)
+    rng = np.random.default_rng(5)
+    ps = [[int(t) for t in rng.integers(3, 1000, int(rng.integers(1, 12)))] for _ in range(9)]
+    want = [alone(llm, p, 6) for p in ps]
+    eng = BatchEngine(llm, 8, chunk=128)
+    recs = [Recorder() for _ in ps]
+    for p, r in zip(ps, recs, strict=True):
+        eng.submit(Request(p, 6, r))
+    eng.step()
+    assert eng.stats.active == 8 and eng.stats.queued == 1
+    run(eng)
+    for rec, (_, w_logits) in zip(recs, want, strict=True):
+        np.testing.assert_array_equal(np.array(rec.logits), np.array(w_logits))
 
 
 def test_matches_generate_and_reports_prefix_reuse(models):
