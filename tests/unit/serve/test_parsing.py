@@ -168,3 +168,20 @@ def test_grammar_mask_allows_exactly_the_schema():
         out.append(t)
     assert json.loads(tok.decode(out)) in ({"ok": True}, {"ok": False})
     assert m.done
+
+
+def test_health_is_503_while_loading_and_500_after_a_failed_load(tmp_path):
+    import asyncio
+
+    from onnxexec.serve import ServeConfig
+    from onnxexec.serve.state import ServerState
+
+    st = ServerState(ServeConfig(model=str(tmp_path / "broken.gguf")))
+    with pytest.raises(APIError) as e:
+        st.check_ready()
+    assert e.value.status == 503 and e.value.body()["error"]["type"] == "unavailable_error"
+    (tmp_path / "broken.gguf").write_bytes(b"not a gguf file")
+    st.load(asyncio.new_event_loop())
+    with pytest.raises(APIError) as e:
+        st.check_ready()
+    assert e.value.status == 500 and "broken.gguf" in e.value.message
