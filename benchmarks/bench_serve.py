@@ -109,7 +109,8 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.2)
-    run(url, 1, 1, 4)  # warm up: compiles the kernels
+    run(url, 1, 1, 4)  # warm up: compiles the single-sequence and batched kernels
+    run(url, max(counts), 1, 4)
     print(
         f"server {url}, parallel {args.parallel}, {args.tokens} tokens x {args.requests} "
         "requests per client"
