@@ -3,7 +3,8 @@ slowdown of constrained decoding in onnxexec.
 
     PYTHONPATH=. python benchmarks/bench_grammar.py [--tokens 48]
 
-Part 1, per engine installed (llguidance, outlines-core; xgrammar when installed): time
+Part 1, per engine installed (llguidance, outlines-core, xgrammar; `pip install --no-deps
+xgrammar apache-tvm-ffi` avoids its GPU-only triton dependency): time
 to index the vocabulary, to compile a JSON schema, and per token to compute the mask
 and advance along one valid JSON answer (teacher-forced, same tokens for every engine).
 Part 2: greedy decoding of the same answer tokens on the LLM, with and without the
@@ -99,6 +100,33 @@ def bench_outlines(tok, eos, answer_ids):
     return t1 - t0, t2 - t1, times
 
 
+def bench_xgrammar(tok, eos, answer_ids):
+    import xgrammar as xgr
+
+    t0 = time.perf_counter()
+    vocab = [tok.token_to_piece(i) for i in range(tok.vocab_size)]
+    info = xgr.TokenizerInfo(
+        vocab, xgr.VocabType.RAW, vocab_size=tok.vocab_size, stop_token_ids=sorted(tok.eog_ids)
+    )
+    compiler = xgr.GrammarCompiler(info, max_threads=2)
+    t1 = time.perf_counter()
+    compiled = compiler.compile_json_schema(
+        json.dumps(SCHEMA), any_whitespace=False, separators=(",", ":")
+    )
+    m = xgr.GrammarMatcher(compiled)
+    t2 = time.perf_counter()
+    words = np.zeros((1, (tok.vocab_size + 31) // 32), np.int32)
+    times = []
+    for t in answer_ids:
+        s = time.perf_counter()
+        m.fill_next_token_bitmask(words)
+        bits = np.unpackbits(words[0].view(np.uint8), bitorder="little")[: tok.vocab_size]
+        assert bits[t], "the answer leaves the grammar"
+        m.accept_token(t)
+        times.append(time.perf_counter() - s)
+    return t1 - t0, t2 - t1, times
+
+
 def decode_slowdown(path: Path, answer_ids: list[int], reps: int) -> tuple[float, float]:
     """Seconds per token: teacher-forced greedy decode of answer_ids without / with the
     llguidance mask (computed, applied, advanced by the forced token), interleaved."""
@@ -148,7 +176,11 @@ def main() -> None:
     answer_ids = tok.encode(json.dumps(ANSWER, separators=(",", ":")), add_special=False)
     print(f"vocabulary {tok.vocab_size} tokens; answer {len(answer_ids)} tokens")
     print(f"{'engine':14} {'vocab s':>8} {'schema s':>9} {'mask ms p50':>12} {'p90':>7} {'max':>7}")
-    engines = {"llguidance": bench_llguidance, "outlines-core": bench_outlines}
+    engines = {
+        "llguidance": bench_llguidance,
+        "outlines-core": bench_outlines,
+        "xgrammar": bench_xgrammar,
+    }
     for name, fn in engines.items():
         mod = name.replace("-", "_")
         if importlib.util.find_spec(mod) is None:
@@ -160,8 +192,6 @@ def main() -> None:
             f"{name:14} {vocab_s:8.2f} {schema_s:9.3f} {np.median(ms):12.3f} "
             f"{np.percentile(ms, 90):7.3f} {ms.max():7.3f}"
         )
-    if importlib.util.find_spec("xgrammar") is None:
-        print("xgrammar       not installed (its wheel pulls torch's triton)")
     plain, masked = decode_slowdown(path, answer_ids, args.reps)
     print(
         f"decode s/token: plain {plain * 1e3:.2f} ms, with llguidance masks "
