@@ -6,8 +6,9 @@ outlines-core on SmolLM2's 49k vocabulary (benchmarks/bench_grammar.py): masks o
 compile, 13 ms worst) against a ~70 ms decode step: either fast engine costs < 0.1%
 of decode. llguidance was picked for compiling schemas lazily (no per-schema wait) and a
 wheel without xgrammar's GPU dependencies (triton). The vocabulary is ours: each
-token's bytes from Tokenizer.token_to_piece, control tokens marked special with a 0xFF prefix exactly as llguidance's llama.cpp
-adapter (llguidance/llamacpp.py) does, and text tokenized by our encoder.
+token's bytes from Tokenizer.token_to_piece, control tokens marked special with a 0xFF
+prefix exactly as llguidance's llama.cpp adapter (llguidance/llamacpp.py) does, and text
+tokenized by our encoder.
 """
 
 from __future__ import annotations
