@@ -231,10 +231,9 @@ class BatchEngine:
         budget = self.chunk
         first = True
         n_batch = self.llm.n_batch
-        for slot in self._slots:
+        waiting = [s for s in self._slots if s.seq and s.seq.done < len(s.seq.req.prompt)]
+        for slot in sorted(waiting, key=lambda s: s.seq.rid):  # in order of submission
             seq = slot.seq
-            if seq is None or seq.done == len(seq.req.prompt):
-                continue
             prompt = seq.req.prompt
             take = cut(
                 seq.done, len(prompt), n_batch, max(budget, 2 * MIN_ROWS) if first else budget

@@ -18,9 +18,11 @@ reused only as far as its rows' classes equal those of the new prompt's run alon
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+import numba as nb
 import numpy as np
 
 from onnxexec.kernels import qtypes as qt
@@ -28,6 +30,7 @@ from onnxexec.kernels.qmatmul import QWeight
 from onnxexec.llm.batch_graph import batch_graph
 from onnxexec.llm.fusion import fuse_graph
 from onnxexec.llm.graph import build_llm_graph
+from onnxexec.ops.contention import free_cores
 from onnxexec.ops.registry import load_families
 from onnxexec.runtime.executor import execute
 from onnxexec.runtime.plan import GraphPlan, plan_graph
@@ -152,12 +155,29 @@ class SlotModel:
             feeds[f"k_cache.{il}"] = self.k[il]
             feeds[f"v_cache.{il}"] = self.v[il]
         outs = []
-        for i in range(0, n, self.max_rows):
-            feeds["tokens"] = np.asarray(tokens[i : i + self.max_rows], np.int64)
-            feeds["pos"] = np.asarray(pos[i : i + self.max_rows], np.int64)
-            feeds["slot"] = np.asarray(slots[i : i + self.max_rows], np.int64)
-            outs.append(execute(self.plan(batch=True), feeds)[0])
+        with _threads_if_free():
+            for i in range(0, n, self.max_rows):
+                feeds["tokens"] = np.asarray(tokens[i : i + self.max_rows], np.int64)
+                feeds["pos"] = np.asarray(pos[i : i + self.max_rows], np.int64)
+                feeds["slot"] = np.asarray(slots[i : i + self.max_rows], np.int64)
+                outs.append(execute(self.plan(batch=True), feeds)[0])
         return outs[0] if len(outs) == 1 else np.concatenate(outs)
+
+
+@contextmanager
+def _threads_if_free() -> Iterator[None]:
+    """Kernels on the calling thread alone while another process holds a core: each of
+    a pass's ~200 parallel regions would wait for a descheduled thread (ops/contention.py;
+    the one-token ops decide the same way). numba's thread count is per calling thread."""
+    if free_cores() or nb.get_num_threads() == 1:
+        yield
+        return
+    n = nb.get_num_threads()
+    nb.set_num_threads(1)
+    try:
+        yield
+    finally:
+        nb.set_num_threads(n)
 
 
 def max_decode_rows(weights: Any) -> int:

@@ -154,6 +154,28 @@ def test_eight_sequences_in_one_step(models, arch, wtype):
         np.testing.assert_array_equal(np.array(rec.logits), np.array(w_logits))
 
 
+@pytest.mark.parametrize(
+    "options", [dict(kv_f16=False), dict(fuse=False), dict(matmul_mode="auto")]
+)
+def test_other_graph_options(vocab, tmp_path, options):
+    """float32 KV cache (the general attention path), unfused ops, float matmuls."""
+    import build_tiny_gguf
+
+    from onnxexec.llm.graph import GraphOptions
+
+    path = build_tiny_gguf.build_tiny_gguf("llama", "Q8_0", tmp_path / "m.gguf", vocab)
+    llm = LLM(path, n_ctx=N_CTX, threads=2, options=GraphOptions(**options))
+    ps = prompts(2)[:4]
+    want = [alone(llm, p, 5) for p in ps]
+    eng = BatchEngine(llm, 3, chunk=16)
+    recs = [Recorder() for _ in ps]
+    for p, r in zip(ps, recs, strict=True):
+        eng.submit(Request(p, 5, r))
+    run(eng)
+    for rec, (_, w_logits) in zip(recs, want, strict=True):
+        np.testing.assert_array_equal(np.array(rec.logits), np.array(w_logits))
+
+
 def test_matches_generate_and_reports_prefix_reuse(models):
     llm = models("llama", "Q4_1")
     rng = np.random.default_rng(7)
