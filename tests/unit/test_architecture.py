@@ -38,8 +38,10 @@ ALLOWED: dict[str, set[str]] = {
     # tools above the runtime, reached from the CLI
     "conformance": {"runtime", "ir", "loaders", *BOTTOM},
     "benchmark": {"runtime", "llm", "ops", "ir", "loaders", *BOTTOM},
+    # the HTTP server: LLMs and their graphs (embeddings), the runtime (ONNX embedders)
+    "serve": {"llm", "runtime", "ir", *BOTTOM},
     # the command line sits on top; it reaches kernels and ops only through the runtime
-    "cli": {*TOOLS, "llm", "runtime", "ir", "loaders", "__version__", *BOTTOM},
+    "cli": {*TOOLS, "serve", "llm", "runtime", "ir", "loaders", "__version__", *BOTTOM},
     # the onnxruntime-compatible facades: the package root, its backend, `capi`
     "__init__": {"runtime", *BOTTOM},
     "backend": {"runtime", *BOTTOM},
