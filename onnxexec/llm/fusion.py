@@ -22,7 +22,13 @@ from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.kernels.qmatmul import QWeight, can_fuse_rows, fuse_rows, prepare_fused, relayouted
+from onnxexec.kernels.quant.qmatmul import (
+    QWeight,
+    can_fuse_rows,
+    fuse_rows,
+    prepare_fused,
+    relayouted,
+)
 from onnxexec.loaders.gguf_reader import GGUFTensor
 
 D = "onnxexec"

@@ -7,7 +7,7 @@ several sequences.
 
 Exactness. A row's logits depend on how it was batched, not only on its tokens:
 llama.cpp's (and our) matmul and attention kernels pick a summation order from the
-number of rows T they get (kernels/qmatmul.py: a single row takes the vec_dot order,
+number of rows T they get (kernels/quant/qmatmul.py: a single row takes the vec_dot order,
 Q4_K / Q6_K from 8 rows the tiled gemm orders, Q4_K's rows past the last whole group
 of 4 the gemv order; ops/llm_fused.py: T = 1 runs the one-token attention path). So
 that every sequence computes what `generate` computes for it alone (the prompt in
@@ -25,8 +25,8 @@ from typing import Any
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels import qtypes as qt
-from onnxexec.kernels.qmatmul import QWeight
+from onnxexec.kernels.quant import qtypes as qt
+from onnxexec.kernels.quant.qmatmul import QWeight
 from onnxexec.llm.batch_graph import batch_graph
 from onnxexec.llm.fusion import fuse_graph
 from onnxexec.llm.graph import build_llm_graph
@@ -183,10 +183,10 @@ def _threads_if_free() -> Iterator[None]:
 def max_decode_rows(weights: Any) -> int:
     """How many sequences one batched decode pass may hold so that every row is summed
     as a single token is. The block types (Q4_0 .. Q8_0) sum each row alike at any row
-    count (tinyBLAS and vec_dot share their arithmetic, kernels/ggml_dot.py); the
+    count (tinyBLAS and vec_dot share their arithmetic, kernels/quant/ggml_dot.py); the
     K-quants change order from MIN_ROWS rows (tiled orders) and Q4_K from GROUP rows
-    (its repacked gemm order, kernels/ggml_simd_k.py); float matrices (F32 / F16 /
-    BF16) from 2 rows (kernels/ggml_dot_f16.py): those decode one sequence a pass."""
+    (its repacked gemm order, kernels/quant/ggml_simd_k.py); float matrices (F32 / F16 /
+    BF16) from 2 rows (kernels/quant/ggml_dot_f16.py): those decode one sequence a pass."""
     types = set()
     for w in weights:
         if isinstance(w, QWeight):

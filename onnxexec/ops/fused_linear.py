@@ -2,9 +2,9 @@
 activation applied in one pass (graph passes fuse_matmul_add / fuse_activation);
 onnxexec::FusedMatMulGroup: sibling products of one input as one (fuse_qkv).
 
-float32 runs the threaded kernels (kernels/gemm.py, kernels/activations.py); other
+float32 runs the threaded kernels (kernels/linalg/gemm.py, kernels/math/activations.py); other
 dtypes take the plain numpy path, so a fused graph computes what the unfused one did.
-Activation names and parameters: kernels.activations.ACT ("Clip" alpha/beta = min/max,
+Activation names and parameters: kernels.math.activations.ACT ("Clip" alpha/beta = min/max,
 "LeakyRelu" alpha, "HardSigmoid" alpha/beta).
 """
 
@@ -14,11 +14,11 @@ import weakref
 
 import numpy as np
 
-from onnxexec.kernels.activations import ACT, epilogue, epilogue_reference
-from onnxexec.kernels.conv2d import conv2d
-from onnxexec.kernels.gemm import batched, linear, linear_packed
-from onnxexec.kernels.launch import Replay, recording
-from onnxexec.kernels.sgemm_packed import unpack
+from onnxexec.kernels.conv.conv2d import conv2d
+from onnxexec.kernels.linalg.gemm import batched, linear, linear_packed
+from onnxexec.kernels.linalg.sgemm_packed import unpack
+from onnxexec.kernels.math.activations import ACT, epilogue, epilogue_reference
+from onnxexec.native.launch import Replay, recording
 from onnxexec.ops import _window as win
 from onnxexec.ops.conv import _compute_dtype, _geometry, conv_nd
 from onnxexec.ops.registry import op
@@ -67,7 +67,7 @@ def fused_matmul(
 ) -> np.ndarray:
     """act(A @ B' + bias): numpy matmul broadcasting, B' = B or (transB) B with its last
     two axes swapped, bias broadcast along the last axis. packed = N: B is a (K, N)
-    weight packed by pass pack_weights (kernels/sgemm_packed.py)."""
+    weight packed by pass pack_weights (kernels/linalg/sgemm_packed.py)."""
     # The kernels read bias[j] for every output column j: only an exact (N,) float32
     # vector may go to them; any other bias takes numpy's broadcasting below.
     n = packed or (0 if b.ndim < 2 else b.shape[-2] if transB else b.shape[-1])
@@ -155,7 +155,7 @@ def _conv_geometry(
 
 
 class _ConvReplay:
-    """A FusedConv node's one native job (kernels/launch.py) with what it was made
+    """A FusedConv node's one native job (native/launch.py) with what it was made
     for: the node's weight and bias, by weak reference (a replay must not keep a
     discarded session's weights alive: it goes when its weight goes), and attributes;
     `run` takes inputs of the recorded shape."""
@@ -195,7 +195,7 @@ def _remember(key: tuple, w: np.ndarray, b: np.ndarray | None, attrs: tuple, r: 
 
 
 # By (id(W), X's shape): replays skip the geometry, path rules and job set-up that
-# cost a small conv more than its kernel (kernels/launch.py); None: not replayable
+# cost a small conv more than its kernel (native/launch.py); None: not replayable
 _REPLAYS: dict[tuple[int, tuple[int, ...]], _ConvReplay | None] = {}
 _MAX_REPLAYS = 4096
 

@@ -1,6 +1,6 @@
 """com.microsoft SkipLayerNormalization, SkipSimplifiedLayerNormalization,
 EmbedLayerNormalization and onnxruntime's default-domain SimplifiedLayerNormalization
-(docs/ContribOperators.md). float32 over the last axis runs on kernels/norms.py's
+(docs/ContribOperators.md). float32 over the last axis runs on kernels/math/norms.py's
 layer_norm (the kernel of onnxexec::FusedLayerNorm / FusedRMSNorm); other dtypes and
 axes on numpy in float32 (onnxruntime computes fp16 norms in float32 too)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.kernels.norms import layer_norm
+from onnxexec.kernels.math.norms import layer_norm
 from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.registry import op
 

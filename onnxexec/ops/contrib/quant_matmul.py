@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.kernels.parallel import parallel_for
+from onnxexec.native.parallel import parallel_for
 from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.quant import dynamic_quantize_linear
 from onnxexec.ops.registry import op

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnxexec.kernels.qlstm import qlstm_recurrence
+from onnxexec.kernels.linalg.qlstm import qlstm_recurrence
 from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.contrib.quant_matmul import exact_int_matmul
 from onnxexec.ops.quant import dynamic_quantize_linear
@@ -46,7 +46,7 @@ def recurrence_reference(
     """One direction's steps in numpy, any activations: (Y (T, B, H), h_T, c_T).
 
     xw (T, B, 4H) holds X W + the biases; r (H, 4H) 8-bit; cell = ((f, g, h), clip,
-    input_forget). kernels/qlstm.py is this for the default activations."""
+    input_forget). kernels/linalg/qlstm.py is this for the default activations."""
     (f, g, h), clipf, input_forget = cell
     t_len, batch, _ = xw.shape
     pi, po, pf = np.split(p, 3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnxexec.kernels.qlstm import qlstm_recurrence
+from onnxexec.kernels.linalg.qlstm import qlstm_recurrence
 from onnxexec.ops.contrib.quant_rnn import recurrence_reference
 from tests.unit.ops._ms_node import ours_and_ort
 
@@ -67,7 +67,7 @@ def test_clip_and_input_forget_vs_onnxruntime():
 
 @pytest.mark.parametrize("hid", [16, 520])  # 520: sums may pass 2^24, float64 lanes
 def test_kernel_matches_numpy_recurrence(hid):
-    # kernels/qlstm.py (default activations) against the numpy steps it replaces
+    # kernels/linalg/qlstm.py (default activations) against the numpy steps it replaces
     t_len, batch = 7, 3
     xw = RNG.normal(size=(t_len, batch, 4 * hid)).astype(np.float32)
     lens = np.array([7, 4, 1], np.int64)

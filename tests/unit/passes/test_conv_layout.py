@@ -8,8 +8,8 @@ import numpy as np
 
 from onnxexec.ir.passes.conv_layout import conv_layout
 from onnxexec.ir.passes.fuse_activation import fuse_activation
-from onnxexec.kernels import direct_job
-from onnxexec.kernels.conv_taps import ohwi
+from onnxexec.kernels.conv import direct_job
+from onnxexec.kernels.conv.conv_taps import ohwi
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, rand
 
 

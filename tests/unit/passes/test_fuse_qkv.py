@@ -11,7 +11,7 @@ from onnxexec.ir.passes.fuse_activation import fuse_activation
 from onnxexec.ir.passes.fuse_matmul import fuse_matmul
 from onnxexec.ir.passes.fuse_qkv import fuse_qkv
 from onnxexec.ir.passes.pack_weights import pack_weights
-from onnxexec.kernels import sgemm_packed
+from onnxexec.kernels.linalg import sgemm_packed
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand
 
 

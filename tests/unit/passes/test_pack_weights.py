@@ -17,7 +17,7 @@ import onnxexec
 from onnxexec.ir.passes import pack_weights as pack_weights_pass
 from onnxexec.ir.passes.fuse_matmul import fuse_matmul
 from onnxexec.ir.passes.pack_weights import WeightOwnership, owned_weights, pack_weights
-from onnxexec.kernels import sgemm_packed
+from onnxexec.kernels.linalg import sgemm_packed
 from onnxexec.loaders.onnx_proto import load_onnx
 from tests.unit.passes._graphs import graph, node, rand, run
 
