@@ -22,8 +22,8 @@ from typing import Final
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.linalg import sgemm_packed
-from onnxexec.kernels.linalg.blas import f32_ptr
 from onnxexec.kernels.math.activations import _epilogue
 
 AVAILABLE: Final = sgemm_packed.AVAILABLE
