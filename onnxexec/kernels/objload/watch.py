@@ -71,17 +71,38 @@ def lazy_compiles() -> int:
 
 def ready_overloads() -> int:
     """Overloads this process has ready: linked from records, or held by numba."""
+    return sum(ready_kernels().values())
+
+
+def ready_kernels() -> dict[str, int]:
+    """Kernel name -> overloads ready: objload's linked ones plus those of every numba
+    dispatcher an onnxexec module holds (kernel modules that use numba directly too)."""
+    import sys
+
     from onnxexec.kernels import objload
 
-    n = 0
+    counts: dict[str, int] = {}
+    seen: set[int] = set()
     with objload._lock:
-        reals = [k.real for k in objload._kernels] + [r for _, r in objload._late]
-        n += sum(len(getattr(k, "_by_key", ())) for k in objload._kernels)
-    for real in reals:
-        overloads = getattr(real, "overloads", None)
-        if isinstance(overloads, dict):
-            n += len(overloads)
-    return n
+        for k in objload._kernels:
+            linked = k.__dict__.get("_by_key")  # LazyKernels only (no __getattr__)
+            if linked:
+                counts[k._name] = len(linked)
+    if "numba" not in sys.modules:
+        return counts  # no dispatcher exists yet
+    from numba.core.dispatcher import Dispatcher
+
+    for mod_name, mod in list(sys.modules.items()):
+        if not mod_name.startswith("onnxexec") or mod is None:
+            continue
+        for value in list(vars(mod).values()):
+            if not isinstance(value, Dispatcher) or id(value) in seen or not value.overloads:
+                continue
+            seen.add(id(value))
+            fn = value.py_func
+            name = f"{fn.__module__}.{fn.__qualname__}"
+            counts[name] = counts.get(name, 0) + len(value.overloads)
+    return counts
 
 
 def _types(args: Any) -> str:
