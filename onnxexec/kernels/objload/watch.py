@@ -92,16 +92,18 @@ def ready_kernels() -> dict[str, int]:
         return counts  # no dispatcher exists yet
     from numba.core.dispatcher import Dispatcher
 
+    with objload._lock:  # numba objects made from placeholders or after numba came in
+        made = [k.real for k in objload._kernels] + [real for _, real in objload._late]
     for mod_name, mod in list(sys.modules.items()):
-        if not mod_name.startswith("onnxexec") or mod is None:
+        if mod_name.startswith("onnxexec") and mod is not None:
+            made += list(vars(mod).values())
+    for value in made:
+        if not isinstance(value, Dispatcher) or id(value) in seen or not value.overloads:
             continue
-        for value in list(vars(mod).values()):
-            if not isinstance(value, Dispatcher) or id(value) in seen or not value.overloads:
-                continue
-            seen.add(id(value))
-            fn = value.py_func
-            name = f"{fn.__module__}.{fn.__qualname__}"
-            counts[name] = counts.get(name, 0) + len(value.overloads)
+        seen.add(id(value))
+        fn = value.py_func
+        name = f"{fn.__module__}.{fn.__qualname__}"
+        counts[name] = counts.get(name, 0) + len(value.overloads)
     return counts
 
 
