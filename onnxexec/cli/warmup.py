@@ -4,9 +4,10 @@ models need, once, visibly, before the first run (issue 21).
 Each model is readied in a fresh worker process (`python -c ...worker(path)`): it
 creates the session or LLM and runs it the way later runs will (an LLM's creation
 warms its prompt and both one-token paths; an ONNX model runs on synthesised inputs
-at two batch sizes), and at exit kernels/objload records every overload it used. The
-workers run side by side, one per core: numba compiles under a process-wide lock, so
-processes, not threads, use the cores. A model readied for this configuration
+with its symbolic dimensions at 1, 2 and 16: sizes pick kernel paths), and at exit
+kernels/objload records every overload it used. The workers run side by side, one per
+core: numba compiles under a process-wide lock, so processes, not threads, use the
+cores. A model readied for this configuration
 (sources, numba, CPU, ISA) is marked in the store, so a second `warmup` only checks
 the marks.
 """
@@ -62,7 +63,7 @@ def worker(path: str) -> None:
 
         sess = InferenceSession(path)
         rng = np.random.default_rng(0)
-        for size in (1, 2):  # a new batch size / sequence length must not compile
+        for size in (1, 2, 16):
             dims = {d: size for v in sess.runtime_inputs for d in _symbols(v)}
             feed = {v.name: _valid(synthesize(v, dims, rng)) for v in sess.runtime_inputs}
             sess.run(None, feed)
