@@ -7,9 +7,8 @@ warms its prompt and both one-token paths; an ONNX model runs on synthesised inp
 with its symbolic dimensions at 1, 2 and 16: sizes pick kernel paths), and at exit
 kernels/objload records every overload it used. The workers run side by side, one per
 core: numba compiles under a process-wide lock, so processes, not threads, use the
-cores. A model readied for this configuration
-(sources, numba, CPU, ISA) is marked in the store, so a second `warmup` only checks
-the marks.
+cores. A model readied for this configuration (sources, numba, CPU, ISA) is marked in
+the store, so a second `warmup` only checks the marks.
 """
 
 from __future__ import annotations
