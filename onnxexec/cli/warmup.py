@@ -47,7 +47,8 @@ def worker(path: str) -> None:
     from onnxexec.kernels.objload import watch
 
     def say(name: str) -> None:
-        print(f"compile {name}", flush=True)
+        if not name.startswith("numba."):  # numba's own helpers compiled along
+            print(f"compile {name}", flush=True)
 
     watch.subscribe(say)
     if path.lower().endswith(".gguf"):
