@@ -69,6 +69,37 @@ def test_warmup_fills_the_store_then_is_a_no_op(tmp_path: Path) -> None:
     assert res["numba"] is False
 
 
+def test_a_warmed_conv_model_runs_new_sizes_without_numba(tmp_path: Path) -> None:
+    """Conv, depthwise conv, pooling, MatMul, Softmax: after `warmup`, a fresh process
+    runs batch sizes the warm-up did not use from the store alone."""
+    ort = pytest.importorskip("onnxruntime")
+    from tests.unit.runtime.test_no_compile_new_sizes import _conv_model
+
+    model = tmp_path / "conv.onnx"
+    model.write_bytes(_conv_model())
+    store = tmp_path / "store"
+    _, out = _cli("warmup", str(model), store=store)
+    assert out.returncode == 0, out.stderr
+    x = np.random.default_rng(0).standard_normal((3, 3, 8, 8)).astype(np.float32)
+    code = (
+        "import json, sys\n"
+        "import numpy as np\n"
+        "import onnxexec\n"
+        f"s = onnxexec.InferenceSession({str(model)!r})\n"
+        f"x = np.array({x.tolist()!r}, np.float32)\n"
+        "(y,) = s.run(None, {'x': x})\n"
+        "print(json.dumps({'y': y.tolist(), 'numba': 'numba' in sys.modules}))\n"
+    )
+    env = {**os.environ, "ONNXEXEC_CACHE_DIR": str(store), "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    res = json.loads(run.stdout.strip().splitlines()[-1])
+    ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(res["y"], ref.run(None, {"x": x})[0], rtol=2e-5, atol=2e-5)
+    assert res["numba"] is False
+
+
 def test_a_model_that_fails_is_one_error_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")
