@@ -144,9 +144,10 @@ class LLM:
         (`LLM(..., warmup=False)` skips it; the first calls then load what they need).
         """
         from onnxexec.kernels.objload.watch import creating
-        from onnxexec.ops.llm_decode import forced_path
+        from onnxexec.ops.llm_decode import forced_path, warm_pool
 
         with creating(os.path.basename(self.path)):
+            warm_pool()  # whether or not these runs find the cores free to use it
             for plan in (True, False):
                 for t in (BLAS_MIN_T, 2):
                     if self.n_ctx >= t + 1:

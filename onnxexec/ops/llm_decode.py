@@ -134,6 +134,23 @@ def forced_path(path: str) -> Iterator[None]:
         _FORCED[0] = None
 
 
+def warm_pool() -> None:
+    """Have the native pool's own kernels (and numba's team starter) ready now, at LLM
+    creation, not at the first op that goes parallel: a higher thread count or less
+    load mid-generation then loads nothing (issue 21). Links records or compiles; runs
+    nothing. (Here, not in kernels/parallel.py: the kernels' sources are unchanged.)"""
+    from onnxexec.kernels import parallel as par
+    from onnxexec.kernels.affinity import _start_team
+    from onnxexec.kernels.objload import warm
+
+    ctrl = np.zeros(par.BOUNDS + par.MAX_SPANS + 1, dtype=np.int64)
+    warm(par._serve, ctrl, np.zeros(4, dtype=np.float64), True, par._TIMEOUT)
+    warm(par._publish, ctrl, 1, par.KIND_PY, np.arange(2, dtype=np.int64))
+    warm(par._spin_while, np.zeros(1, dtype=np.int64), 0, 1)
+    warm(par._read_cycles)
+    warm(_start_team, np.zeros(1, dtype=np.int64))  # numba is in: this module uses it
+
+
 def _threads(g: tuple) -> int:
     """Threads for an op whose first product is g: numba's count when g is worth
     splitting and no other process holds our cores (ops/contention.py), else 1."""
