@@ -148,15 +148,17 @@ class LLM:
 
         with creating(os.path.basename(self.path)):
             warm_pool()  # whether or not these runs find the cores free to use it
-            for plan in (True, False):
+            for all_logits in (False, True):
                 for t in (BLAS_MIN_T, 2):
-                    if self.n_ctx >= t + 1:
-                        self.reset()
-                        self.eval([0] * t, all_logits=not plan)
-                        for path in ("serial", "staged"):
-                            with forced_path(path):
-                                self.eval([0], all_logits=not plan)
-                                self.rewind(t)
+                    if self.n_ctx < t + 1:
+                        continue
+                    self.reset()
+                    self.eval([0] * t, all_logits=all_logits)
+                    # one token: the same ops and kernels in either plan
+                    for path in ("serial", "staged") if not all_logits else ():
+                        with forced_path(path):
+                            self.eval([0])
+                            self.rewind(t)
         self.reset()
 
     def plan(self, last_only: bool = True) -> GraphPlan:
