@@ -1,7 +1,8 @@
-"""`onnxexec warmup MODEL`: fills an empty store with the model's kernels, showing
-progress; a second run only checks the store (< 2 s of CPU); a fresh process then runs the
-model from the store without numba, matching onnxruntime; a broken model is one
-error line and a non-zero exit."""
+"""`onnxexec warmup MODEL...`: fills an empty store with the models' kernels (the
+models side by side, with progress); a second run only checks the store (< 2 s of
+CPU); fresh processes then run the models from the store without numba, at batch
+sizes the warm-up did not use, matching onnxruntime; a broken model is one error line
+and a non-zero exit."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.unit.runtime.test_no_compile_new_sizes import _conv_model
 
 ROOT = Path(__file__).parents[3]
 MLP = ROOT / "models" / "sample" / "mlp.onnx"
@@ -33,71 +36,51 @@ def _cli(*args: str, store: Path) -> tuple[float, subprocess.CompletedProcess]:
     return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, out
 
 
+RUN = (
+    "import json, sys\n"
+    "import numpy as np\n"
+    "import onnxexec\n"
+    "s = onnxexec.InferenceSession(sys.argv[1])\n"
+    "x = np.array(json.loads(sys.argv[2]), np.float32)\n"
+    "(y,) = s.run(None, {s.get_inputs()[0].name: x})\n"
+    "print(json.dumps({'y': y.tolist(), 'numba': 'numba' in sys.modules}))\n"
+)
+
+
 def test_warmup_fills_the_store_then_is_a_no_op(tmp_path: Path) -> None:
     ort = pytest.importorskip("onnxruntime")
+    conv = tmp_path / "conv.onnx"  # Conv, depthwise Conv, MaxPool, MatMul, Softmax
+    conv.write_bytes(_conv_model())
     store = tmp_path / "store"
-    _, out = _cli("warmup", str(MLP), store=store)
+    _, out = _cli("warmup", str(MLP), str(conv), store=store)
     assert out.returncode == 0, out.stderr
     lines = out.stderr.splitlines()
-    assert lines[0].startswith("warmup [0/1] readying 1 model(s) on ")
-    assert any(ln.startswith("warmup [1/1] mlp.onnx: ready in ") for ln in lines), lines
+    assert lines[0].startswith("warmup [0/2] readying 2 model(s) on ")
+    ready = [ln for ln in lines if ": ready in " in ln]
+    assert sorted(ln.split(": ready")[0].split()[-1] for ln in ready) == ["conv.onnx", "mlp.onnx"]
+    assert ready[-1].startswith("warmup [2/2] ")
     assert out.stdout == ""
 
-    took, again = _cli("warmup", str(MLP), store=store)
+    took, again = _cli("warmup", str(MLP), str(conv), store=store)
     assert again.returncode == 0, again.stderr
-    assert again.stderr.strip() == "warmup: 1 model(s) ready, nothing to compile"
+    assert again.stderr.strip() == "warmup: 2 model(s) ready, nothing to compile"
     assert took < 2.0
 
-    x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
-    code = (
-        "import json, sys\n"
-        "import numpy as np\n"
-        "import onnxexec\n"
-        f"s = onnxexec.InferenceSession({str(MLP)!r})\n"
-        f"x = np.array({x.tolist()!r}, np.float32)\n"
-        "(y,) = s.run(None, {s.get_inputs()[0].name: x})\n"
-        "print(json.dumps({'y': y.tolist(), 'numba': 'numba' in sys.modules}))\n"
-    )
+    rng = np.random.default_rng(0)
     env = {**os.environ, "ONNXEXEC_CACHE_DIR": str(store), "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, timeout=300)  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    res = json.loads(run.stdout.strip().splitlines()[-1])
-    ref = ort.InferenceSession(str(MLP), providers=["CPUExecutionProvider"])
-    expect = ref.run(None, {ref.get_inputs()[0].name: x})[0]
-    np.testing.assert_allclose(res["y"], expect, rtol=1e-5, atol=1e-6)
-    assert res["numba"] is False
-
-
-def test_a_warmed_conv_model_runs_new_sizes_without_numba(tmp_path: Path) -> None:
-    """Conv, depthwise conv, pooling, MatMul, Softmax: after `warmup`, a fresh process
-    runs batch sizes the warm-up did not use from the store alone."""
-    ort = pytest.importorskip("onnxruntime")
-    from tests.unit.runtime.test_no_compile_new_sizes import _conv_model
-
-    model = tmp_path / "conv.onnx"
-    model.write_bytes(_conv_model())
-    store = tmp_path / "store"
-    _, out = _cli("warmup", str(model), store=store)
-    assert out.returncode == 0, out.stderr
-    x = np.random.default_rng(0).standard_normal((3, 3, 8, 8)).astype(np.float32)
-    code = (
-        "import json, sys\n"
-        "import numpy as np\n"
-        "import onnxexec\n"
-        f"s = onnxexec.InferenceSession({str(model)!r})\n"
-        f"x = np.array({x.tolist()!r}, np.float32)\n"
-        "(y,) = s.run(None, {'x': x})\n"
-        "print(json.dumps({'y': y.tolist(), 'numba': 'numba' in sys.modules}))\n"
-    )
-    env = {**os.environ, "ONNXEXEC_CACHE_DIR": str(store), "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, timeout=300)  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    res = json.loads(run.stdout.strip().splitlines()[-1])
-    ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    np.testing.assert_allclose(res["y"], ref.run(None, {"x": x})[0], rtol=2e-5, atol=2e-5)
-    assert res["numba"] is False
+    for model, x in (
+        (MLP, rng.standard_normal((3, 16))),
+        (conv, rng.standard_normal((3, 3, 8, 8))),
+    ):
+        x = x.astype(np.float32)  # batch 3: the warm-up ran 1, 2 and 16
+        run = subprocess.run([sys.executable, "-c", RUN, str(model), json.dumps(x.tolist())],
+                             capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        res = json.loads(run.stdout.strip().splitlines()[-1])
+        ref = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        expect = ref.run(None, {ref.get_inputs()[0].name: x})[0]
+        np.testing.assert_allclose(res["y"], expect, rtol=2e-5, atol=2e-5)
+        assert res["numba"] is False, model
 
 
 def test_a_model_that_fails_is_one_error_line(tmp_path: Path) -> None:
