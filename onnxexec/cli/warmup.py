@@ -44,13 +44,13 @@ def default_models() -> list[str]:
 def worker(path: str) -> None:
     """Ready `path`'s kernels in this process (run by the `warmup` command in a
     subprocess); prints `compile <kernel>` per compile and `done <count>`."""
-    from onnxexec.kernels.objload import watch
+    from onnxexec.runtime import kernel_store
 
     def say(name: str) -> None:
         if not name.startswith("numba."):  # numba's own helpers compiled along
             print(f"compile {name}", flush=True)
 
-    watch.subscribe(say)
+    kernel_store.subscribe(say)
     if path.lower().endswith(".gguf"):
         from onnxexec.llm.model import LLM
 
@@ -67,7 +67,7 @@ def worker(path: str) -> None:
             dims = {d: size for v in sess.runtime_inputs for d in _symbols(v)}
             feed = {v.name: _valid(synthesize(v, dims, rng)) for v in sess.runtime_inputs}
             sess.run(None, feed)
-    print(f"done {watch.compiles()}", flush=True)
+    print(f"done {kernel_store.compiles()}", flush=True)
 
 
 def _valid(value: object) -> object:

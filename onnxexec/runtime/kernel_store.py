@@ -13,8 +13,18 @@ import tempfile
 from onnxexec.kernels import cachedir
 from onnxexec.kernels.objload import store
 from onnxexec.kernels.objload.inventory import StoreInfo, clear, info
+from onnxexec.kernels.objload.watch import compiles, subscribe
 
-__all__ = ["StoreInfo", "clear", "info", "mark_warmed", "model_id", "warmed"]
+__all__ = [
+    "StoreInfo",
+    "clear",
+    "compiles",
+    "info",
+    "mark_warmed",
+    "model_id",
+    "subscribe",
+    "warmed",
+]
 
 
 def model_id(path: str) -> str:
