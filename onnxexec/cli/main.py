@@ -55,6 +55,7 @@ def _register() -> None:
         "as_onnxruntime",
         "cache",
         "serve",
+        "warmup",
     ):
         try:
             m = importlib.import_module(f"onnxexec.cli.{mod}")

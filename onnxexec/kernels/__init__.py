@@ -4,10 +4,11 @@ When numba is imported (by the first kernel that has no record, never by importi
 this package's modules that use kernels/objload), onnxexec points numba's cache at
 the per-user store (`_numba_cache_in_store`: `<store>/numba/<sources>-<isa>`, see
 kernels/cachedir.py), through numba's public `numba.config.CACHE_DIR`. The folder is
-named by a digest of every kernels/*.py: numba checks a cached function against its
-own file only, but a kernel embeds the code of the jitted functions it calls, so an
-edit of a callee must not reuse its caller's cache. A changed source is a new folder;
-nothing is deleted, so no process can remove what another one compiled.
+named by a digest of every kernel source (kernels/**/*.py but objload/): numba checks
+a cached function against its own file only, but a kernel embeds the code of the
+jitted functions it calls, so an edit of a callee must not reuse its caller's cache.
+A changed source is a new folder; nothing is deleted, so no process can remove what
+another one compiled.
 
 Five patches of numba internals remain, each pinned to the numba / llvmlite versions
 in pyproject.toml and listed in `NUMBA_PATCHES`; tests/unit/kernels/test_numba_setup.py
@@ -295,6 +296,19 @@ def sources_digest() -> str:
                 with open(os.path.join(folder, name), "rb") as f:
                     digest.update(rel.encode() + b"\0" + f.read() + b"\0")
     return digest.hexdigest()
+
+
+def kernel_sources(folder: str) -> list[str]:
+    """The .py files under `folder` (relative, '/'-separated, sorted), objload/ and
+    __pycache__ folders left out."""
+    found = []
+    for dirpath, dirs, files in os.walk(folder):
+        rel = os.path.relpath(dirpath, folder).replace(os.sep, "/")
+        dirs[:] = sorted(d for d in dirs if d not in ("objload", "__pycache__") or rel != ".")
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        prefix = "" if rel == "." else rel + "/"
+        found += [prefix + f for f in files if f.endswith(".py")]
+    return sorted(found)
 
 
 _private_cache: list[str] = []

@@ -11,7 +11,7 @@ import numpy as np
 
 from onnxexec.errors import GGUFError, ModelLoadError
 from onnxexec.kernels.quant.dequant import dequantize
-from onnxexec.kernels.quant.qmatmul import prepare_weight
+from onnxexec.kernels.quant.qmatmul import BLAS_MIN_T, prepare_weight
 from onnxexec.llm.checks import check_tensors
 from onnxexec.llm.config import ModelConfig, config_from_metadata
 from onnxexec.llm.fusion import fuse_graph, prepare_weights
@@ -86,7 +86,7 @@ class LLM:
         threads: int = 0,
         n_batch: int = 512,
         options: GraphOptions | None = None,
-        warmup: bool = False,
+        warmup: bool = True,
     ) -> None:
         from onnxexec.llm.tokenizer import load_tokenizer
 
@@ -134,15 +134,31 @@ class LLM:
             self.warmup()
 
     def warmup(self) -> None:
-        """Plan the graph and run the prompt (T >= 2) and decode (T = 1) code paths once,
-        so that loading compiled kernels is not counted in the first timings.
+        """Load (or compile) every kernel a later `eval` can take, then empty the cache.
 
-        Off by default (`LLM(..., warmup=True)` runs it): a first prompt loads the
-        kernels it needs anyway, so warming up only delays the first token (by the
-        decode path's kernels and three tokens' work, ~0.5 s for SmolLM2-135M)."""
-        if self.n_ctx >= 3:
-            self.eval([0, 0])
-            self.eval([0])
+        Runs the prompt paths (T >= 2 in int8 mode, T >= BLAS_MIN_T in float mode) and
+        the one-token path both serial and staged (ops/llm_decode.py picks one per
+        token from the machine's load and the thread count): no later call loads or
+        compiles a kernel (issue 21), so a change of load, thread count or prompt
+        length mid-generation never stalls on a compile. On by default
+        (`LLM(..., warmup=False)` skips it; the first calls then load what they need).
+        """
+        from onnxexec.kernels.objload.watch import creating
+        from onnxexec.ops.llm_decode import forced_path, warm_pool
+
+        with creating(os.path.basename(self.path)):
+            warm_pool()  # whether or not these runs find the cores free to use it
+            for all_logits in (False, True):
+                for t in (BLAS_MIN_T, 2):
+                    if self.n_ctx < t + 1:
+                        continue
+                    self.reset()
+                    self.eval([0] * t, all_logits=all_logits)
+                    # one token: the same ops and kernels in either plan
+                    for path in ("serial", "staged") if not all_logits else ():
+                        with forced_path(path):
+                            self.eval([0])
+                            self.rewind(t)
         self.reset()
 
     def plan(self, last_only: bool = True) -> GraphPlan:

@@ -9,9 +9,11 @@ types (qmatmul's int8 mode), as simd_dot_many requires.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import numba as nb
@@ -123,11 +125,46 @@ def _serial(g: tuple) -> tuple:
     return (*g[:N_CHUNKS], 1, False)
 
 
+_FORCED: list[str | None] = [None]
+
+
+@contextlib.contextmanager
+def forced_path(path: str) -> Iterator[None]:
+    """Run the decode ops on one path whatever the load: "serial" (the calling thread)
+    or "staged" (llm_decode_mt's regions, even on one thread: a region run on one
+    thread finishes). LLM creation runs both so that neither compiles mid-generation
+    when load or the thread count switches between them (issue 21)."""
+    _FORCED[0] = path
+    try:
+        yield
+    finally:
+        _FORCED[0] = None
+
+
+def warm_pool() -> None:
+    """Have the native pool's own kernels (and numba's team starter) ready now, at LLM
+    creation, not at the first op that goes parallel: a higher thread count or less
+    load mid-generation then loads nothing (issue 21). Links records or compiles; runs
+    nothing. (Here, not in native/parallel.py: the kernels' sources are unchanged.)"""
+    from onnxexec.kernels.objload import warm
+    from onnxexec.native import parallel as par
+    from onnxexec.native.affinity import _start_team
+
+    ctrl = np.zeros(par.BOUNDS + par.MAX_SPANS + 1, dtype=np.int64)
+    warm(par._serve, ctrl, np.zeros(4, dtype=np.float64), True, par._TIMEOUT)
+    warm(par._publish, ctrl, 1, par.KIND_PY, np.arange(2, dtype=np.int64))
+    warm(par._spin_while, np.zeros(1, dtype=np.int64), 0, 1)
+    warm(par._read_cycles)
+    warm(_start_team, np.zeros(1, dtype=np.int64))  # numba is in: this module uses it
+
+
 def _threads(g: tuple) -> int:
     """Threads for an op whose first product is g: numba's count when g is worth
     splitting and no other process holds our cores (ops/contention.py), else 1."""
-    if not g[PARALLEL]:
+    if not g[PARALLEL] or _FORCED[0] == "serial":
         return 1
+    if _FORCED[0] == "staged":
+        return max(2, nb.get_num_threads())
     return nb.get_num_threads() if free_cores() else 1
 
 

@@ -52,7 +52,7 @@ _kernels: list[_Lazy] = []
 _late: list[tuple[str, Any]] = []
 CFUNC_KEY = ("cfunc",)
 _thread_hint = 1
-_SUBMODULES = frozenset({"argkey", "elf", "inventory", "numba_rt", "store"})
+_SUBMODULES = frozenset({"argkey", "elf", "inventory", "numba_rt", "store", "watch"})
 
 
 def enabled() -> bool:
@@ -351,7 +351,11 @@ def _swap(numba: ModuleType) -> None:
 
 def on_numba_import(_numba: ModuleType) -> None:
     """Hooked to numba's import (kernels/__init__.py): whoever imports numba, kernels
-    compiled from then on must see numba dispatchers, not LazyKernels."""
+    compiled from then on must see numba dispatchers, not LazyKernels; its compiles
+    are counted from then on (watch.py)."""
+    from onnxexec.kernels.objload import watch
+
+    watch.listen(_numba)
     if _kernels:
         _materialize()
 
