@@ -46,7 +46,16 @@ def cli(ctx: click.Context) -> None:
 def _register() -> None:
     import importlib
 
-    for mod in ("run", "info", "conformance", "generate", "bench", "as_onnxruntime", "cache"):
+    for mod in (
+        "run",
+        "info",
+        "conformance",
+        "generate",
+        "bench",
+        "as_onnxruntime",
+        "cache",
+        "batch",
+    ):
         try:
             m = importlib.import_module(f"onnxexec.cli.{mod}")
         except ModuleNotFoundError as e:

@@ -23,7 +23,7 @@ MAX_LINES = 600
 # `ir/passes` is the optimizer: constant folding runs op handlers and fusions name the
 # kernels they lower to, so it sits above ops; the IR core below it imports neither.
 BOTTOM = {"errors"}  # the exception classes every layer raises
-TOOLS = {"conformance", "benchmark", "as_onnxruntime"}  # what CLI commands wrap
+TOOLS = {"conformance", "benchmark", "as_onnxruntime", "ray"}  # what CLI commands wrap
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "kernels": set(),
@@ -38,6 +38,8 @@ ALLOWED: dict[str, set[str]] = {
     # tools above the runtime, reached from the CLI
     "conformance": {"runtime", "ir", "loaders", *BOTTOM},
     "benchmark": {"runtime", "llm", "ops", "ir", "loaders", *BOTTOM},
+    # the optional Ray extra: batch jobs and Serve deployments over sessions and LLMs
+    "ray": {"runtime", "llm", "__init__", *BOTTOM},
     # the command line sits on top; it reaches kernels and ops only through the runtime
     "cli": {*TOOLS, "llm", "runtime", "ir", "loaders", "__version__", *BOTTOM},
     # the onnxruntime-compatible facades: the package root, its backend, `capi`
