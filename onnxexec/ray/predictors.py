@@ -21,7 +21,7 @@ ROW_COLUMN = "_row"
 ERROR_COLUMN = "_error"
 
 # onnxruntime's NodeArg.type spelling -> numpy dtype
-_ELEM = {
+ELEMENT_DTYPES = {
     "float": np.float32,
     "double": np.float64,
     "float16": np.float16,
@@ -123,7 +123,7 @@ def _rows(part: dict[str, Any], parts: list[dict[str, Any]]) -> int:
     return 1 if not part else len(next(iter(part.values())))
 
 
-def _session(model: str, threads: int) -> Any:
+def make_session(model: str, threads: int) -> Any:
     import onnxexec
 
     opts = onnxexec.SessionOptions()
@@ -136,7 +136,7 @@ class OnnxPredictor(Predictor):
 
     def __init__(self, spec: JobSpec) -> None:
         super().__init__(spec)
-        self.session = _session(spec.model, spec.threads)
+        self.session = make_session(spec.model, spec.threads)
         self.inputs = self.session.get_inputs()
         self.output_names = [o.name for o in self.session.get_outputs()]
 
@@ -151,7 +151,7 @@ class OnnxPredictor(Predictor):
             arr = column_to_numpy(table.column(col))
         except BatchInputError as e:
             raise BatchInputError(f"column '{col}' for input '{arg.name}': {e}") from None
-        dtype = _ELEM.get(arg.type.removeprefix("tensor(").rstrip(")"), np.float32)
+        dtype = ELEMENT_DTYPES.get(arg.type.removeprefix("tensor(").rstrip(")"), np.float32)
         try:  # csv/json numbers arrive as int64/double: cast within the same kind only
             arr = arr.astype(dtype, casting="same_kind", copy=False)
         except TypeError as e:
@@ -184,7 +184,7 @@ class EmbeddingPredictor(Predictor):
         super().__init__(spec)
         from tokenizers import Tokenizer
 
-        self.session = _session(spec.model, spec.threads)
+        self.session = make_session(spec.model, spec.threads)
         self.tokenizer = Tokenizer.from_file(str(spec.tokenizer))
         self.tokenizer.enable_truncation(spec.max_length)
         self.tokenizer.enable_padding()
@@ -205,7 +205,8 @@ class EmbeddingPredictor(Predictor):
         if missing:
             raise BatchInputError(f"embedding model inputs {missing} are not tokenizer outputs")
         feeds = {
-            n: known[n].astype(_ELEM.get(a.type[7:-1], np.int64)) for n, a in self.inputs.items()
+            n: known[n].astype(ELEMENT_DTYPES.get(a.type[7:-1], np.int64))
+            for n, a in self.inputs.items()
         }
         hidden = np.asarray(self.session.run(None, feeds)[0])
         if hidden.ndim == 3:  # (B, T, D): mean over the real tokens only
