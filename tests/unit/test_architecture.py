@@ -39,7 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     "conformance": {"runtime", "ir", "loaders", *BOTTOM},
     "benchmark": {"runtime", "llm", "ops", "ir", "loaders", *BOTTOM},
     # the optional Ray extra: batch jobs and Serve deployments over sessions and LLMs
-    "ray": {"runtime", "llm", "__init__", *BOTTOM},
+    "ray": {"runtime", "llm", "serve", "__init__", *BOTTOM},
     # the command line sits on top; it reaches kernels and ops only through the runtime
     "cli": {*TOOLS, "llm", "runtime", "ir", "loaders", "__version__", *BOTTOM},
     # the onnxruntime-compatible facades: the package root, its backend, `capi`
