@@ -85,14 +85,16 @@ def plain_loop(model: Path, data: Path, out: Path, batch: int) -> float:
     return time.perf_counter() - t0
 
 
-def ray_job(model: Path, data: Path, out: Path, batch: int, concurrency: int) -> float:
+def ray_job(
+    model: Path, data: Path, out: Path, batch: int, concurrency: int, shard_rows: int | None
+) -> float:
     from onnxexec.ray import run_batch
 
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
     s = run_batch(
         str(model), str(data), str(out), batch_size=batch, concurrency=concurrency,
-        threads_per_worker=1,
+        threads_per_worker=1, shard_rows=shard_rows,
     )  # fmt: skip
     if s.errors:
         raise RuntimeError(s.errors[0])
@@ -106,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--concurrency", default="1,2")
     ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--shard-rows", type=int, default=None, help="default: run_batch's")
     args = ap.parse_args(argv)
     import ray
 
@@ -125,7 +128,14 @@ def main(argv: list[str] | None = None) -> int:
             t = plain_loop(d / "mlp.onnx", d / "data.parquet", d / "loop.parquet", args.batch)
             best["loop"] = min(best.get("loop", 1e9), t)
             for c in conc:
-                t = ray_job(d / "mlp.onnx", d / "data.parquet", d / f"out{c}", args.batch, c)
+                t = ray_job(
+                    d / "mlp.onnx",
+                    d / "data.parquet",
+                    d / f"out{c}",
+                    args.batch,
+                    c,
+                    args.shard_rows,
+                )
                 best[f"ray c={c}"] = min(best.get(f"ray c={c}", 1e9), t)
         ray.shutdown()
     print(f"rows {args.rows}, batch {args.batch}, MLP 256-{args.hidden}-{args.hidden}-16, "

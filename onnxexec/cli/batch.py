@@ -53,7 +53,7 @@ def _columns(value: str | None) -> dict[str, str]:
     "--shard-rows",
     default=None,
     type=click.IntRange(1),
-    help="Rows per output shard. Default: 16 batches.",
+    help="Rows per output shard (the unit of --resume). Default: 64 batches; GGUF: 1.",
 )
 @click.option(
     "--columns",

@@ -140,6 +140,13 @@ def _prepare(
     return shards
 
 
+def default_shard_rows(spec: JobSpec) -> int:
+    """Rows per shard, the unit of dispatch and of resumption. ONNX: 64 batches, so a
+    shard's fixed costs (dispatch, Parquet write: ~10 ms) stay small next to its compute
+    (benchmarks/bench_batch.py); LLM rows take seconds each: one batch per shard."""
+    return spec.batch_size if spec.kind == "gguf" else spec.batch_size * 64
+
+
 def _spec(model: str, **kw: Any) -> JobSpec:
     sampling = dict(kw.pop("sampling", None) or {})
     columns = dict(kw.pop("columns", None) or {})
@@ -214,7 +221,7 @@ def batch_predict(
         stop=stop,
         n_ctx=n_ctx,
     )
-    shard_rows = shard_rows or batch_size * 16
+    shard_rows = shard_rows or default_shard_rows(spec)
     shards = _prepare(model, data, output, spec, shard_rows, resume)
     connect(address)
     return _pipeline(spec, shards, output, concurrency, rows=True)
@@ -229,8 +236,9 @@ def run_batch(
     concurrency = kw.pop("concurrency", None)
     resume = kw.pop("resume", False)
     threads = kw.pop("threads_per_worker", 1)
-    shard_rows = kw.pop("shard_rows", None) or kw.get("batch_size", 64) * 16
+    shard_rows = kw.pop("shard_rows", None)
     spec = _spec(model, threads=threads, **kw)
+    shard_rows = shard_rows or default_shard_rows(spec)
     shards = _prepare(model, data, output, spec, shard_rows, resume)
     done = {p.name for p in Path(output).glob("part-*.parquet")}
     todo = [s for s in shards if s.name not in done]
