@@ -142,7 +142,7 @@ def _prepare(
 
 def default_shard_rows(spec: JobSpec) -> int:
     """Rows per shard, the unit of dispatch and of resumption. ONNX: 64 batches, so a
-    shard's fixed costs (dispatch, Parquet write: ~10 ms) stay small next to its compute
+    shard's fixed costs (dispatch, Parquet write) stay small next to its compute
     (benchmarks/bench_batch.py); LLM rows take seconds each: one batch per shard."""
     return spec.batch_size if spec.kind == "gguf" else spec.batch_size * 64
 

@@ -167,3 +167,45 @@ def test_prompt_file_job_equals_sequential_generate(ray_address, tmp_path):
         expected_reason = "length" if ref.stop_reason in ("length", "context") else "stop"
         assert t.column("finish_reason")[i].as_py() == expected_reason
     assert t.column("n").to_pylist() == [0, 1, 2, 3]
+
+
+def _embedding_model(tmp_path: Path, vocab: list[str], dim: int) -> tuple[str, str, np.ndarray]:
+    """A token-embedding table as the "encoder" (B, T) -> (B, T, D), and a word-level
+    tokenizer.json: mean pooling then averages table rows of the text's words."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    table = np.random.default_rng(4).standard_normal((len(vocab), dim)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["E", "input_ids"], ["last_hidden_state"])],
+        "enc",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["B", "T"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["B", "T"])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["B", "T", dim])],
+        [numpy_helper.from_array(table, "E")],
+    )  # fmt: skip
+    model = tmp_path / "enc.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    return str(model), str(tmp_path / "tokenizer.json"), table
+
+
+def test_embedding_job_mean_pools_over_the_mask(ray_address, tmp_path):
+    from onnxexec.ray import run_batch
+
+    vocab = ["[PAD]", "[UNK]", "the", "cat", "sat", "on", "mat", "a", "dog"]
+    model, tokenizer, table = _embedding_model(tmp_path, vocab, 8)
+    texts = ["the cat sat", "a dog", "the cat sat on the mat", "dog", "mat on a cat"]
+    src = tmp_path / "t.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    s = run_batch(model, str(src), str(tmp_path / "out"), address=ray_address, batch_size=3,
+                  tokenizer=tokenizer, concurrency=1)  # fmt: skip
+    assert (s.rows, s.errors) == (5, [])
+    got = np.stack(_result(tmp_path / "out").column("embedding").to_numpy(zero_copy_only=False))
+    # numpy float64: the mean of each word's row (padding in a batch must not count)
+    want = np.stack([table[[vocab.index(w) for w in t.split()]].astype(np.float64).mean(0)
+                     for t in texts])  # fmt: skip
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
