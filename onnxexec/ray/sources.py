@@ -207,10 +207,12 @@ def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
     path = out / "_plan.json"
     if path.exists():
         old = json.loads(path.read_text())
-        if old != manifest:
+        changed = sorted(k for k in {*old, *manifest} if old.get(k) != manifest.get(k))
+        if changed:
             raise BatchInputError(
-                f"{out} holds the output of a different job ({path} differs: model, input "
-                "files or shard size changed); use an empty output directory"
+                f"{out} holds the output of a different job ({path} differs in "
+                f"{', '.join(changed)}); resume with the same model, input and --batch-size / "
+                "--shard-rows, or use an empty output directory"
             )
         return
     tmp = out / f"._plan.json.tmp-{os.getpid()}"
