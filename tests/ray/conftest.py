@@ -8,6 +8,7 @@ two groups by id and touches no other Ray on the machine.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -118,6 +119,7 @@ def ray_address() -> Iterator[str]:
         if ray.is_initialized():
             ray.shutdown()
         _stop(pgids)
+        shutil.rmtree(temp_dir, ignore_errors=True)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
