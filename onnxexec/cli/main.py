@@ -56,6 +56,7 @@ def _register() -> None:
         "cache",
         "serve",
         "warmup",
+        "batch",
     ):
         try:
             m = importlib.import_module(f"onnxexec.cli.{mod}")

@@ -23,7 +23,7 @@ MAX_LINES = 600
 # `ir/passes` is the optimizer: constant folding runs op handlers and fusions name the
 # kernels they lower to, so it sits above ops; the IR core below it imports neither.
 BOTTOM = {"errors"}  # the exception classes every layer raises
-TOOLS = {"conformance", "benchmark", "as_onnxruntime"}  # what CLI commands wrap
+TOOLS = {"conformance", "benchmark", "as_onnxruntime", "ray"}  # what CLI commands wrap
 # kernels/ by subsystem, bottom-up. `kernels` is its top level (isa, bounds, cachedir,
 # intrinsics, the numba setup in __init__); `kernels.objload` runs cached kernels
 # without numba; `native` is the thread pool the kernels post their jobs to, and
@@ -67,6 +67,8 @@ ALLOWED: dict[str, set[str]] = {
     "benchmark": {"runtime", "llm", "ops", "ir", "loaders", *BOTTOM},
     # the HTTP server: LLMs and their graphs (embeddings), the runtime (ONNX embedders)
     "serve": {"llm", "runtime", "ir", *BOTTOM},
+    # the optional Ray extra: batch jobs and Serve deployments over sessions and LLMs
+    "ray": {"runtime", "llm", "serve", "__init__", *BOTTOM},
     # the command line sits on top; it reaches kernels and ops only through the runtime
     "cli": {*TOOLS, "serve", "llm", "runtime", "ir", "loaders", "__version__", *BOTTOM},
     # the onnxruntime-compatible facades: the package root, its backend, `capi`
