@@ -52,6 +52,16 @@ from onnxexec.cli.common import verbose_option
 )
 @click.option("--alias", default=None, help="Model id reported by /v1/models.")
 @click.option("--cors-origin", multiple=True, help="Allow this origin (CORS is off by default).")
+@click.option(
+    "--ray",
+    "on_ray",
+    is_flag=True,
+    help="Deploy on Ray Serve (the 'ray' extra); an ONNX MODEL is served at POST /v1/infer.",
+)
+@click.option("--replicas", default=1, show_default=True, type=click.IntRange(1), help="--ray: replicas (fixed)."
+@click.option("--min-replicas", type=click.IntRange(0), help="--ray: autoscaling lower bound.")
+@click.option("--max-replicas", type=click.IntRange(1), help="--ray: autoscaling upper bound.")
+@click.option("--address", default=None, help="--ray: the cluster (auto, ray://HOST:10001).")
 @verbose_option
 def serve_cmd(
     model: str,
@@ -66,6 +76,11 @@ def serve_cmd(
     tokenizer: str | None,
     alias: str | None,
     cors_origin: tuple[str, ...],
+    on_ray: bool,
+    replicas: int,
+    min_replicas: int | None,
+    max_replicas: int | None,
+    address: str | None,
 ) -> None:
     """Serve MODEL.gguf over OpenAI's HTTP API (chat, completions, embeddings) and a chat page."""
     try:
@@ -91,6 +106,25 @@ def serve_cmd(
         cors_origins=cors_origin,
     )
     click.echo(f"onnxexec: serving {model} on http://{host}:{port}/", err=True)
+    if on_ray:
+        try:
+            from onnxexec.ray.serving import serve_model
+        except ImportError as e:
+            raise click.ClickException(
+                f"--ray needs the 'ray' extra ({e.name} is missing): pip install 'onnxexec[ray]'"
+            ) from None
+        serve_model(
+            model,
+            config=cfg,
+            host=host,
+            port=port,
+            replicas=replicas,
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
+            threads=threads or 1,
+            address=address,
+        )
+        return
     uvicorn.run(create_app(cfg), host=host, port=port, log_level="warning")
 
 
