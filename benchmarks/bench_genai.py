@@ -9,6 +9,7 @@ affects both alike. Prints per-round tok/s and the median ratio onnxexec / genai
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 
@@ -42,6 +43,8 @@ def main() -> None:
     a = ap.parse_args()
     cfg = og.Config(a.model_dir)
     cfg.clear_providers()
+    opts = {"intra_op_num_threads": a.threads}
+    cfg.overlay(json.dumps({"model": {"decoder": {"session_options": opts}}}))
     ref = og.Model(cfg)
     ours = GenaiModel(a.model_dir, threads=a.threads)
     ids = ours.encode(PROMPT)

@@ -1,6 +1,7 @@
 """Tiny onnxruntime-genai models for parity tests, made by genai's own model builder.
 
     python models/build_genai.py OUT_DIR [--arch llama,qwen2] [--precision fp32,int4]
+        [--hidden 128 --layers 2]   (larger sizes for benchmarks/bench_genai.py)
 
 For each architecture: a transformers config (2 layers, hidden 128, 4 heads / 2 KV
 heads) with random weights (torch.manual_seed per architecture) saved with
@@ -55,15 +56,15 @@ def _tokenizer_json(path: Path) -> None:
     )
 
 
-def _hf_model(arch: str, out: Path) -> None:
+def _hf_model(arch: str, out: Path, hidden: int = 128, layers: int = 2) -> None:
     import torch
     import transformers
 
     common = dict(
         vocab_size=N_VOCAB,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=256,
@@ -93,15 +94,20 @@ def _hf_model(arch: str, out: Path) -> None:
     _tokenizer_json(out / "tokenizer.json")
 
 
-def build(out_dir: Path, archs=ARCHS, precisions=PRECISIONS) -> dict[tuple[str, str], Path]:
+def build(
+    out_dir: Path, archs=ARCHS, precisions=PRECISIONS, hidden: int = 128, layers: int = 2
+) -> dict[tuple[str, str], Path]:
+    """Build (or reuse) every arch x precision folder; the test size is the default,
+    larger ones (benchmarks) get a -h{hidden}-l{layers} suffix."""
     out_dir.mkdir(parents=True, exist_ok=True)
     done: dict[tuple[str, str], Path] = {}
+    tag = "" if (hidden, layers) == (128, 2) else f"-h{hidden}-l{layers}"
     for arch in archs:
-        hf = out_dir / f"hf-{arch}"
+        hf = out_dir / f"hf-{arch}{tag}"
         if not (hf / "config.json").exists():
-            _hf_model(arch, hf)
+            _hf_model(arch, hf, hidden, layers)
         for p in precisions:
-            dst = out_dir / f"genai-{arch}-{p}"
+            dst = out_dir / f"genai-{arch}-{p}{tag}"
             if not (dst / "model.onnx").exists():
                 cmd = [
                     sys.executable, "-m", "onnxruntime_genai.models.builder",
@@ -118,8 +124,11 @@ def main() -> None:
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--arch", default=",".join(ARCHS))
     ap.add_argument("--precision", default=",".join(PRECISIONS))
+    ap.add_argument("--hidden", type=int, default=128, help="hidden size (benchmarks: 1024)")
+    ap.add_argument("--layers", type=int, default=2)
     a = ap.parse_args()
-    for key, path in build(a.out_dir, a.arch.split(","), a.precision.split(",")).items():
+    built = build(a.out_dir, a.arch.split(","), a.precision.split(","), a.hidden, a.layers)
+    for key, path in built.items():
         print(key, path)
 
 
