@@ -5,6 +5,7 @@ Generator (the oracle). Models are built once into a per-session cache (~50 s co
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -70,23 +71,52 @@ def test_builder_graph_matches_onnxruntime(genai_models, arch: str, precision: s
         past = want[1:]
 
 
-@pytest.mark.parametrize(("arch", "precision"), MODELS)
-def test_greedy_tokens_match_onnxruntime_genai(genai_models, arch: str, precision: str) -> None:
-    from onnxexec.llm.genai import GenaiModel
+PROMPT = "The quick brown fox jumps over the lazy dog"
 
-    folder = genai_models[(arch, precision)]
-    prompt = "The quick brown fox jumps over the lazy dog"
+
+def _oracle(folder: Path, n_new: int) -> tuple[list[int], list[int]]:
+    """(prompt ids, greedy new tokens) from onnxruntime_genai.Generator."""
     model = og.Model(str(folder))
-    ids = list(og.Tokenizer(model).encode(prompt))
-    ours = GenaiModel(folder, threads=2)
-    assert ours.encode(prompt) == ids
+    ids = list(og.Tokenizer(model).encode(PROMPT))
     params = og.GeneratorParams(model)
-    n_new = 24
     params.set_search_options(do_sample=False, max_length=len(ids) + n_new)
     gen = og.Generator(model, params)
     gen.append_tokens(ids)
     while not gen.is_done():
         gen.generate_next_token()
-    want = list(gen.get_sequence(0))[len(ids) :]
-    res = ours.generate(prompt, n_new)
+    return ids, list(gen.get_sequence(0))[len(ids) :]
+
+
+@pytest.mark.parametrize(("arch", "precision"), MODELS)
+def test_greedy_tokens_match_onnxruntime_genai(genai_models, arch: str, precision: str) -> None:
+    from onnxexec.llm.genai import GenaiModel
+
+    folder = genai_models[(arch, precision)]
+    ids, want = _oracle(folder, 24)
+    ours = GenaiModel(folder, threads=2)
+    assert ours.encode(PROMPT) == ids
+    res = ours.generate(PROMPT, 24)
     assert res.tokens == want
+
+
+def test_cli_generate_on_genai_folder(genai_models) -> None:
+    from click.testing import CliRunner
+
+    from onnxexec.cli.main import cli
+
+    folder = genai_models[("qwen2", "int4")]
+    _, want = _oracle(folder, 8)
+    args = ["generate", str(folder), "-p", PROMPT, "-n", "8", "--json", "--threads", "2"]
+    r = CliRunner().invoke(cli, args, obj={})
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout.splitlines()[0])["tokens"] == want
+
+
+def test_genai_folder_errors(tmp_path: Path) -> None:
+    from onnxexec.errors import ModelLoadError
+    from onnxexec.llm.genai import GenaiModel, is_genai_folder
+
+    (tmp_path / "genai_config.json").write_text('{"model": {}}')
+    assert is_genai_folder(tmp_path)
+    with pytest.raises(ModelLoadError, match=r"genai_config\.json"):
+        GenaiModel(tmp_path)
