@@ -78,8 +78,45 @@ def _load(model: str, n_ctx: int, threads: int):
     return LLM(model, n_ctx=n_ctx, threads=threads)
 
 
+def _generate_genai(folder: str, prompt: str, n_predict: int, as_json: bool, threads: int) -> None:
+    """Greedy generation from an onnxruntime-genai folder (genai_config.json + ONNX)."""
+    from onnxexec.llm.genai import GenaiModel, GenaiResult
+
+    model = GenaiModel(folder, threads=threads)
+    res = GenaiResult()
+    shown = ""
+    for _ in model.stream_ids(model.encode(prompt), n_predict, res):
+        if not as_json:
+            # Decode the whole tail so multi-byte characters split over tokens print whole.
+            text = model.decode(res.tokens)
+            if not text.endswith("\ufffd"):
+                sys.stdout.write(text[len(shown) :])
+                sys.stdout.flush()
+                shown = text
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "text": res.text,
+                    "tokens": res.tokens,
+                    "prompt_tokens": res.prompt_tokens,
+                    "prefill_tok_s": round(res.prefill_tok_s, 2),
+                    "decode_tok_s": round(res.decode_tok_s, 2),
+                    "stop_reason": res.stop_reason,
+                }
+            )
+        )
+    else:
+        click.echo(res.text[len(shown) :])
+    click.echo(
+        f"prompt tokens: {len(res.prompt_tokens)}  generated: {len(res.tokens)}  "
+        f"prefill {res.prefill_tok_s:.1f} tok/s  decode {res.decode_tok_s:.1f} tok/s",
+        err=True,
+    )
+
+
 @click.command("generate")
-@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("model", type=click.Path())
 @click.option("-p", "--prompt", required=True, help="Prompt text (special tokens parsed).")
 @click.option(
     "-n",
@@ -111,7 +148,15 @@ def generate_cmd(
     n_ctx,
     threads,
 ):
-    """Generate text from PROMPT with a GGUF model, streaming it to stdout."""
+    """Generate text from PROMPT with a GGUF model, streaming it to stdout.
+
+    MODEL may also be an onnxruntime-genai folder (genai_config.json, model.onnx,
+    tokenizer.json): it is decoded greedily (the sampling options are ignored)."""
+    from onnxexec.llm.genai import is_genai_folder
+
+    if is_genai_folder(model):
+        _generate_genai(model, prompt, n_predict, as_json, threads)
+        return
     from onnxexec.llm.generation import GenerationResult, stream
 
     llm = _load(model, n_ctx, threads)

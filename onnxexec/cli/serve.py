@@ -58,7 +58,13 @@ from onnxexec.cli.common import verbose_option
     is_flag=True,
     help="Deploy on Ray Serve (the 'ray' extra); an ONNX MODEL is served at POST /v1/infer.",
 )
-@click.option("--replicas", default=1, show_default=True, type=click.IntRange(1), help="--ray: replicas (fixed)."
+@click.option(
+    "--replicas",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="--ray: replicas (fixed).",
+)
 @click.option("--min-replicas", type=click.IntRange(0), help="--ray: autoscaling lower bound.")
 @click.option("--max-replicas", type=click.IntRange(1), help="--ray: autoscaling upper bound.")
 @click.option("--address", default=None, help="--ray: the cluster (auto, ray://HOST:10001).")

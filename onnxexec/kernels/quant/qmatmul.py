@@ -111,7 +111,7 @@ def prepare_weight(raw: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> Q
     if relayouted(t, n):
         layout, a = _lanes_stack([flat], t, [n], k)
         release_pages(flat)
-        return _with_arrays(QWeight(t, shp, layout, {}), shp, a)
+        return with_arrays(QWeight(t, shp, layout, {}), shp, a)
     if t == q.F32:
         return QWeight(t, shp, "f32", {"w": dequantize(flat, t, shp)})
     block, size = block_geometry(t)
@@ -169,7 +169,7 @@ def prepare_fused(
     for flat, _ in checked:
         release_pages(flat)
     ng = sum(-(-n // LANES) for n in ns)
-    fused = _with_arrays(QWeight(t, (ng * LANES, k), layout, {}), (ng * LANES, k), a)
+    fused = with_arrays(QWeight(t, (ng * LANES, k), layout, {}), (ng * LANES, k), a)
     return fused, _parts(fused, [QWeight(t, shp, layout, {}) for _, shp in checked])
 
 
@@ -397,7 +397,7 @@ def fuse_rows(ws: list[QWeight]) -> tuple[QWeight, list[QWeight]]:
     for key in keys:
         arrays[key] = np.concatenate([w.arrays[key] for w in ws])
     ng = arrays[keys[0]].shape[0]
-    fused = _with_arrays(w0, (ng * LANES, k), arrays)
+    fused = with_arrays(w0, (ng * LANES, k), arrays)
     return fused, _parts(fused, ws)
 
 
@@ -410,12 +410,12 @@ def _parts(fused: QWeight, ws: list[QWeight]) -> list[QWeight]:
         view = dict(fused.arrays)
         for key in keys:
             view[key] = fused.arrays[key][g0 : g0 + ngi]
-        parts.append(_with_arrays(w, w.shape, view, fused, g0 * LANES))
+        parts.append(with_arrays(w, w.shape, view, fused, g0 * LANES))
         g0 += ngi
     return parts
 
 
-def _with_arrays(
+def with_arrays(
     w: QWeight,
     shape: tuple[int, int],
     a: dict[str, Any],

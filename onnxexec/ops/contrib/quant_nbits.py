@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from onnxexec.ops._common import norm_axis
-from onnxexec.ops.contrib import MS_DOMAIN
+from onnxexec.ops.contrib import MS_DOMAIN, nbits_lanes
 from onnxexec.ops.registry import op
 
 _SMALL = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
@@ -95,6 +95,8 @@ def matmul_nbits(
     out_shape = (*a.shape[:-1], N)
     if b.size == 0:  # an omitted projection: zeros, or the bias
         y = np.zeros(out_shape, np.float32)
+    elif nbits_lanes.supported(b, zero_points, bits, block_size, accuracy_level, K):
+        y = nbits_lanes.matmul_lanes(a, b, scales, zero_points, N, K)
     else:
         w = dequantize_nbits(b, scales, zero_points, n=N, k=K, bits=bits, block_size=block_size)
         af = a.astype(np.float32)

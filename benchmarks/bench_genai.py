@@ -1,0 +1,65 @@
+"""Decode tok/s of `onnxexec` (GenaiModel) vs onnxruntime-genai on a genai folder.
+
+    python benchmarks/bench_genai.py MODEL_DIR [--threads 2] [--tokens 64] [--rounds 3]
+
+Greedy, same prompt; rounds alternate between the two (interleaved) so machine load
+affects both alike. Prints per-round tok/s and the median ratio onnxexec / genai.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import onnxruntime_genai as og
+
+from onnxexec.llm.genai import GenaiModel, GenaiResult
+
+PROMPT = "The quick brown fox jumps over the lazy dog"
+
+
+def _genai_decode(model: og.Model, ids: list[int], n: int) -> float:
+    params = og.GeneratorParams(model)
+    params.set_search_options(do_sample=False, max_length=len(ids) + n)
+    gen = og.Generator(model, params)
+    gen.append_tokens(ids)  # prefill; the first token comes with it
+    gen.generate_next_token()
+    t = time.perf_counter()
+    k = 0
+    while not gen.is_done():
+        gen.generate_next_token()
+        k += 1
+    return k / (time.perf_counter() - t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model_dir")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    cfg = og.Config(a.model_dir)
+    cfg.clear_providers()
+    opts = {"intra_op_num_threads": a.threads}
+    cfg.overlay(json.dumps({"model": {"decoder": {"session_options": opts}}}))
+    ref = og.Model(cfg)
+    ours = GenaiModel(a.model_dir, threads=a.threads)
+    ids = ours.encode(PROMPT)
+    ours.generate(PROMPT, 4)  # warm-up: numba compilation, first-run allocations
+    _genai_decode(ref, ids, 4)
+    ratios = []
+    for r in range(a.rounds):
+        res = GenaiResult()
+        for _ in ours.stream_ids(ids, a.tokens, res):
+            pass
+        g = _genai_decode(ref, ids, a.tokens)
+        ratios.append(res.decode_tok_s / g)
+        print(f"round {r}: onnxexec {res.decode_tok_s:.1f} tok/s  genai {g:.1f} tok/s")
+    print(f"decode ratio onnxexec/genai (median): {statistics.median(ratios):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
