@@ -42,6 +42,8 @@ class Step:
     # of inputs, first input slot, second input slot). kwargs is the same dict
     # object, so options added after construction show.
     call: tuple[Any, ...] = field(init=False, repr=False)
+    # schedule.py's compiled subgraph bodies (id(Graph) -> Body), built on first run
+    bodies: dict[int, Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         ins = self.ins
@@ -66,6 +68,7 @@ class GraphPlan:
     output_names: tuple[str, ...]
     steps: list[Step]
     slot_names: list[str]
+    schedule: list[tuple[Any, ...]] | None = field(default=None, repr=False)  # schedule.py
 
 
 def _toposort(g: Graph, visible: set[str]) -> list[Node]:
