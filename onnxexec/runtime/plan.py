@@ -8,15 +8,18 @@ last-use bookkeeping keeps those values alive long enough.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from onnxexec.errors import InvalidGraphError, UnsupportedOpError
-from onnxexec.ir.graph import Graph, Node
+from onnxexec.ir.graph import Graph, Node, ValueInfo
 from onnxexec.ir.passes.inline_functions import inline_functions
 from onnxexec.ir.passes.lower_gradient import lower_gradient
 from onnxexec.ops.registry import Handler, resolve, versions
+
+log = logging.getLogger("onnxexec")
 
 _SCHEMA_DOMAINS = frozenset({"", "ai.onnx.ml", "ai.onnx.preview.training"})
 
@@ -126,9 +129,39 @@ def topologically_sorted(g: Graph) -> Graph:
     return replace(g, nodes=tuple(order))
 
 
+def _optimized_body(
+    sg: Graph, parent: Graph, outer: set[str], level: int, functions: dict
+) -> Graph:
+    """`sg` through the session's pass pipeline, the outer-scope values it reads
+    declared as extra inputs (so no pass folds, renames or drops them), then removed
+    again. `sg` itself when nothing changed or the result does not keep its interface."""
+    if level <= 0 or not sg.nodes:
+        return sg
+    from onnxexec.ir.passes import optimize
+
+    known = {**parent.value_info, **{v.name: v for v in parent.inputs}}
+    extra = tuple(known.get(name) or ValueInfo(name) for name in sorted(outer))
+    n_in = len(sg.inputs)
+    try:
+        opt = optimize(replace(sg, inputs=(*sg.inputs, *extra), functions=functions), level)
+    except Exception:  # as pipeline.py: an optimizer bug must not stop the model
+        log.warning("optimizing subgraph '%s' failed; planned as loaded", sg.name, exc_info=True)
+        return sg
+    if opt is sg or [v.name for v in opt.inputs] != [v.name for v in (*sg.inputs, *extra)]:
+        return sg
+    opt = replace(opt, inputs=opt.inputs[:n_in])
+    # the interface must survive: same outputs, no new outer-scope reads
+    if [v.name for v in opt.outputs] != [v.name for v in sg.outputs]:
+        return sg
+    if not opt.free_names() <= sg.free_names():
+        return sg
+    return opt
+
+
 class _Planner:
-    def __init__(self, functions: dict) -> None:
+    def __init__(self, functions: dict, level: int = 0) -> None:
         self.functions = functions
+        self.level = level
         self.unsupported: dict[tuple[str, str, int], list[str]] = {}
         self.problems: list[str] = []
 
@@ -199,7 +232,11 @@ class _Planner:
             free: set[str] = set()
             for sg in n.subgraphs():
                 sg_free = sg.free_names() & visible
-                step.subplans[id(sg)] = self.plan(sg, tuple(sorted(sg_free)))
+                body = _optimized_body(sg, g, sg_free, self.level, self.functions)
+                if body is not sg:
+                    sg_free = body.free_names() & visible
+                # keyed by the attribute the handler passes to run_graph
+                step.subplans[id(sg)] = self.plan(body, tuple(sorted(sg_free)))
                 free |= sg_free
             step.implicit = tuple((name, slots[name]) for name in sorted(free) if name in slots)
             if "num_outputs" in h.wants:
@@ -253,9 +290,12 @@ def _mark_used_outputs(steps: list[Step], graph_outs: set[int]) -> None:
             st.kwargs["outputs_used"] = tuple(s >= 0 and s in read for s in st.outs)
 
 
-def plan_graph(g: Graph) -> GraphPlan:
-    """Plan the top-level graph; one UnsupportedOpError lists every missing handler."""
-    p = _Planner(dict(g.functions))
+def plan_graph(g: Graph, level: int = 0) -> GraphPlan:
+    """Plan the top-level graph; one UnsupportedOpError lists every missing handler.
+
+    `level`: the session's optimization level, applied to If/Loop/Scan bodies here
+    (the caller optimized `g` itself), so each body is optimized and planned once."""
+    p = _Planner(dict(g.functions), level)
     plan = p.plan(g)
     if p.unsupported:
         lines = []
