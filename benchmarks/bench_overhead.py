@@ -2,12 +2,14 @@
 Loop body, onnxexec vs onnxruntime in the same run (interleaved, 2 threads).
 
     python benchmarks/bench_overhead.py [--sizes 100,1000] [--rounds 5] [--level 0]
+        [--where top,if,loop] [--stateful-level 99]
 
 Each chain applies Add (a [4] float32 constant), Relu and Mul in turn to x: float32[4],
 so every node is a kernel of well under a microsecond and the time is dispatch. Level 0
 (default) keeps the chain as built on both engines (no elementwise fusion); the If
 variant runs the chain in its then-branch, the Loop variant in a body run once. The
 table gives microseconds per node (median over rounds) and onnxexec / onnxruntime.
+A second table times models/build_stateful.py's detector (LSTM + If chain) per frame.
 """
 
 from __future__ import annotations
@@ -125,12 +127,51 @@ def measure(n: int, where: str, rounds: int, level: int) -> tuple[float, float]:
     return statistics.median(a) * 1e6 / n, statistics.median(b) * 1e6 / n
 
 
+def stateful(rounds: int, level: int) -> tuple[float, float]:
+    """(onnxexec, onnxruntime) ms per call of models/build_stateful.py's detector, the
+    state fed back each call as a user's streaming loop does."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+    import onnxruntime as ort
+    from build_stateful import stateful_model
+
+    import onnxexec
+
+    model = stateful_model().SerializeToString()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    ort_s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    ox_s = onnxexec.InferenceSession(
+        model, onnxexec.SessionOptions(intra_op_num_threads=2, graph_optimization_level=level)
+    )
+    rng = np.random.default_rng(1)
+    frames = [rng.standard_normal((1, 1, 64)).astype(np.float32) for _ in range(50)]
+
+    def stream(sess: object) -> list:
+        h = c = np.zeros((1, 1, 64), np.float32)
+        probs = []
+        for x in frames:
+            p, h, c = sess.run(None, {"x": x, "h": h, "c": c})  # type: ignore[attr-defined]
+            probs.append(p)
+        return probs
+
+    np.testing.assert_allclose(stream(ox_s), stream(ort_s), rtol=1e-4, atol=1e-5)
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(_per_call(lambda: stream(ox_s), 3) / len(frames))
+        b.append(_per_call(lambda: stream(ort_s), 3) / len(frames))
+    return statistics.median(a) * 1e3, statistics.median(b) * 1e3
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,1000")
     ap.add_argument("--where", default="top,if,loop")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--level", type=int, default=0)
+    ap.add_argument("--stateful-level", type=int, default=99, help="-1: skip that model")
     args = ap.parse_args(argv)
     print(f"| chain (level {args.level}) | nodes | onnxexec us/node | ort us/node | ratio |")
     print("|---|---:|---:|---:|---:|")
@@ -138,6 +179,13 @@ def main(argv: list[str] | None = None) -> int:
         for n in (int(s) for s in args.sizes.split(",")):
             ox, rt = measure(n, where, args.rounds, args.level)
             print(f"| {where} | {n} | {ox:.2f} | {rt:.2f} | {ox / rt:.2f} |", flush=True)
+    if args.stateful_level >= 0:
+        ox, rt = stateful(args.rounds, args.stateful_level)
+        print(
+            f"\n| stateful (LSTM + 20 If x 30 ops, level {args.stateful_level}) | onnxexec ms/call"
+            f" | ort ms/call | ratio |\n|---|---:|---:|---:|\n| frame | {ox:.3f} | {rt:.3f}"
+            f" | {ox / rt:.2f} |"
+        )
     return 0
 
 

@@ -17,6 +17,7 @@ from onnxexec.errors import InvalidGraphError, UnsupportedOpError
 from onnxexec.ir.graph import Graph, Node, ValueInfo
 from onnxexec.ir.passes.inline_functions import inline_functions
 from onnxexec.ir.passes.lower_gradient import lower_gradient
+from onnxexec.ir.types import TensorType
 from onnxexec.ops.registry import Handler, resolve, versions
 
 log = logging.getLogger("onnxexec")
@@ -129,8 +130,23 @@ def topologically_sorted(g: Graph) -> Graph:
     return replace(g, nodes=tuple(order))
 
 
+def _outer_info(name: str, parent: Graph, facts: dict[str, Any]) -> ValueInfo:
+    """An outer value as a body input: its declared type, else the one inferred in the
+    parent (the fusions key on element types, e.g. float32 elementwise chains)."""
+    declared = parent.value_info.get(name) or next(
+        (v for v in parent.inputs if v.name == name), None
+    )
+    if declared is not None and declared.type is not None:
+        return declared
+    f = facts.get(name)
+    if f is None or f.elem is None:
+        return ValueInfo(name)
+    shape = None if f.shape is None else tuple(d if type(d) is int else None for d in f.shape)
+    return ValueInfo(name, TensorType(f.elem, shape))
+
+
 def _optimized_body(
-    sg: Graph, parent: Graph, outer: set[str], level: int, functions: dict
+    sg: Graph, parent: Graph, outer: set[str], level: int, functions: dict, facts: dict
 ) -> Graph:
     """`sg` through the session's pass pipeline, the outer-scope values it reads
     declared as extra inputs (so no pass folds, renames or drops them), then removed
@@ -139,8 +155,7 @@ def _optimized_body(
         return sg
     from onnxexec.ir.passes import optimize
 
-    known = {**parent.value_info, **{v.name: v for v in parent.inputs}}
-    extra = tuple(known.get(name) or ValueInfo(name) for name in sorted(outer))
+    extra = tuple(_outer_info(name, parent, facts) for name in sorted(outer))
     n_in = len(sg.inputs)
     try:
         opt = optimize(replace(sg, inputs=(*sg.inputs, *extra), functions=functions), level)
@@ -156,6 +171,18 @@ def _optimized_body(
     if not opt.free_names() <= sg.free_names():
         return sg
     return opt
+
+
+def _facts(g: Graph, level: int) -> dict[str, Any]:
+    if level <= 0:
+        return {}
+    from onnxexec.ir.passes.shape_inference import infer_shapes
+
+    try:
+        return infer_shapes(g)
+    except Exception:  # types only help the fusions; a body plans without them
+        log.debug("shape inference failed on '%s'", g.name, exc_info=True)
+        return {}
 
 
 class _Planner:
@@ -221,6 +248,7 @@ class _Planner:
         visible = set(outer) | set(input_slots) | set(const_slots)
         nodes = _toposort(g, visible)
         steps: list[Step] = []
+        facts: dict[str, Any] | None = None  # the parent's inferred types, for bodies
         for n in nodes:
             h, opset = self.handler_for(n, g)
             ins = tuple(slot(i) if i else -1 for i in n.inputs)
@@ -232,7 +260,9 @@ class _Planner:
             free: set[str] = set()
             for sg in n.subgraphs():
                 sg_free = sg.free_names() & visible
-                body = _optimized_body(sg, g, sg_free, self.level, self.functions)
+                if facts is None:
+                    facts = _facts(g, self.level)
+                body = _optimized_body(sg, g, sg_free, self.level, self.functions, facts)
                 if body is not sg:
                     sg_free = body.free_names() & visible
                 # keyed by the attribute the handler passes to run_graph
