@@ -183,3 +183,42 @@ def test_debug_logging_reaches_body_nodes(
     with caplog.at_level(logging.DEBUG, logger="onnxexec"):
         sess.run(None, {"x": FEEDS[0]})
     assert sum("inner_relu" in r.getMessage() for r in caplog.records) == 4
+
+
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("op_type", ["LSTM", "GRU"])
+def test_recurrent_and_if_types_match_onnx_inference(op_type: str, layout: int) -> None:
+    """The shape rules that type outer values for the bodies, against onnx's inference."""
+    from onnxexec.ir.passes.shape_inference import infer_shapes
+    from onnxexec.loaders.onnx_proto import load_onnx
+
+    gates = 4 if op_type == "LSTM" else 3
+    # the branches read x from the outer scope: rename it to a [3] value here
+    branches = [
+        helper.make_graph([helper.make_node("Identity", ["x3"], [f"{k}y"])], k, [], [_f(f"{k}y")])
+        for k in ("then", "else")
+    ]
+    x_shape = [5, 2, 7] if layout == 0 else [2, 5, 7]
+    outs = ["y", "y_h", "y_c"] if op_type == "LSTM" else ["y", "y_h"]
+    nodes = [
+        helper.make_node(
+            op_type, ["x", "W", "R"], outs, hidden_size=3, layout=layout, direction="bidirectional"
+        ),
+        helper.make_node("If", ["cond"], ["z"], then_branch=branches[0], else_branch=branches[1]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.zeros((2, gates * 3, 7), np.float32), "W"),
+        numpy_helper.from_array(np.zeros((2, gates * 3, 3), np.float32), "R"),
+        numpy_helper.from_array(np.array(True), "cond"),
+        numpy_helper.from_array(np.zeros(3, np.float32), "x3"),
+    ]
+    g = helper.make_graph(nodes, "g", [_f("x", x_shape)], [_f("z")], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    want = {
+        v.name: v.type.tensor_type for v in onnx.shape_inference.infer_shapes(m).graph.value_info
+    }
+    facts = infer_shapes(load_onnx(m.SerializeToString()))
+    for name in outs:
+        dims = tuple(d.dim_value for d in want[name].shape.dim)
+        assert facts[name].elem == want[name].elem_type and facts[name].shape == dims, name
+    assert facts["z"].elem == TensorProto.FLOAT
