@@ -12,6 +12,7 @@ import numpy as np
 
 from onnxexec.errors import NodeExecutionError, OnnxExecError
 from onnxexec.ir.graph import Graph
+from onnxexec.ops.elementwise import FP_QUIET
 from onnxexec.runtime import shape_check
 from onnxexec.runtime.plan import GraphPlan, Step
 from onnxexec.runtime.schedule import Body, Entry, schedule_of, schedule_of_step
@@ -115,12 +116,17 @@ def execute(
     debug = _debug_level() if log.isEnabledFor(logging.DEBUG) else 0
     check = shape_check.checker_for(plan) if outer is None and shape_check.enabled() else None
     run = begin_run()
+    # One errstate for the whole run (ONNX arithmetic never warns); handlers see
+    # FP_QUIET and skip their own, which cost more than a tiny op.
+    quiet = FP_QUIET.set(True)
     try:
-        if debug or profiler is not None or check is not None:
-            _run_instrumented(plan, vals, debug, profiler, check)
-        else:
-            _run(schedule_of(plan), vals)
+        with np.errstate(all="ignore"):
+            if debug or profiler is not None or check is not None:
+                _run_instrumented(plan, vals, debug, profiler, check)
+            else:
+                _run(schedule_of(plan), vals)
     finally:
+        FP_QUIET.reset(quiet)
         end_run(run)
     return [vals[s] for s in plan.output_slots]
 
