@@ -4,6 +4,8 @@ pass fuse_elementwise; program format in kernels/ewise.py)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 
@@ -35,7 +37,7 @@ _SMALL = 2048
 
 # the reference table, with the unfused handlers' sigmoid (stable: no early underflow
 # for x < -88, as the numba kernel) and erf in float32
-_NUMPY_OPS = {**_NP, 13: _sigmoid, 18: erf}
+_NUMPY_OPS: dict[int, Callable[..., Any]] = {**cast(dict, _NP), 13: _sigmoid, 18: erf}
 
 
 def _small(inputs: tuple[np.ndarray, ...], program, constants, result, out_shape) -> np.ndarray:
