@@ -222,3 +222,27 @@ def test_recurrent_and_if_types_match_onnx_inference(op_type: str, layout: int) 
         dims = tuple(d.dim_value for d in want[name].shape.dim)
         assert facts[name].elem == want[name].elem_type and facts[name].shape == dims, name
     assert facts["z"].elem == TensorProto.FLOAT
+
+
+def test_one_errstate_per_run_keeps_arithmetic_silent() -> None:
+    """Handlers skip their own errstate inside a run (elementwise.FP_QUIET); overflow
+    and 0/0 still give inf/nan without a RuntimeWarning, in a body too, and a handler
+    called outside a run still suppresses them itself."""
+    import warnings
+
+    from onnxexec.ops.registry import resolve
+
+    model = _if_model()
+    model.graph.initializer[0].CopyFrom(
+        numpy_helper.from_array(np.array([1e38, 0.0, 2.0], np.float32), "w")
+    )
+    data = model.SerializeToString()
+    x = np.array([1e38, 0.0, 3.0], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = onnxexec.InferenceSession(data).run(None, {"x": x})[0]
+        mul = resolve("", "Mul", 17)
+        assert mul is not None and np.isinf(mul.fn(x, x)[0])
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)
+    assert np.isinf(got[0])
