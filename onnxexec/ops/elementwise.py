@@ -12,6 +12,7 @@ hint), which opset 6 removed; later versions only widen the type lists.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,13 @@ from onnxexec.kernels.math.special import erf
 from onnxexec.ops.registry import op
 
 Ufunc = Callable[[np.ndarray], Any]
+
+
+# True while the executor runs a graph inside np.errstate(all="ignore") (ONNX: domain
+# errors give NaN/inf silently, as in C). The elementwise handlers then skip their own
+# errstate, whose enter/exit costs twice a ufunc call on a tiny tensor. A context
+# variable: each thread (each concurrent run) sees its own value.
+FP_QUIET: ContextVar[bool] = ContextVar("onnxexec_fp_quiet", default=False)
 
 
 def widen(x: np.ndarray) -> np.ndarray:
@@ -35,6 +43,8 @@ def narrow(y: Any, dtype: np.dtype) -> np.ndarray:
 
 def unary(fn: Ufunc, x: np.ndarray) -> np.ndarray:
     """fn(x) with x's dtype kept; domain errors give NaN/inf silently, as in C."""
+    if FP_QUIET.get():
+        return narrow(fn(widen(x)), x.dtype)
     with np.errstate(all="ignore"):
         return narrow(fn(widen(x)), x.dtype)
 

@@ -13,7 +13,7 @@ from functools import reduce
 
 import numpy as np
 
-from onnxexec.ops.elementwise import legacy_broadcast, narrow, widen
+from onnxexec.ops.elementwise import FP_QUIET, legacy_broadcast, narrow, widen
 from onnxexec.ops.registry import op
 
 Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -31,6 +31,8 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _binary(fn: Binary, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if FP_QUIET.get():  # the executor's errstate is in force (elementwise.FP_QUIET)
+        return narrow(fn(widen(a), widen(b)), a.dtype)
     with np.errstate(all="ignore"):
         return narrow(fn(widen(a), widen(b)), a.dtype)
 

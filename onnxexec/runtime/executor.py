@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from onnxexec.errors import NodeExecutionError, OnnxExecError
 from onnxexec.ir.graph import Graph
+from onnxexec.ops.elementwise import FP_QUIET
 from onnxexec.runtime import shape_check
 from onnxexec.runtime.plan import GraphPlan, Step
+from onnxexec.runtime.schedule import Body, Entry, schedule_of, schedule_of_step
 from onnxexec.runtime.threads import begin_run, end_run
 
 log = logging.getLogger("onnxexec")
@@ -38,20 +41,29 @@ def describe(v: Any) -> str:
     return type(v).__name__
 
 
-def _subgraph_runner(step: Step, vals: list[Any]) -> Callable[..., list[Any]]:
-    outer = {name: vals[s] for name, s in step.implicit}
-
-    def run_graph(graph: Graph, *inputs: Any) -> list[Any]:
-        return execute(step.subplans[id(graph)], inputs, outer)
-
-    return run_graph
+def _run_body(bodies: dict[int, Body], vals: list[Any], graph: Graph, *inputs: Any) -> list[Any]:
+    """`run_graph` for control-flow handlers: one body compiled with its parent step,
+    its slots filled straight from the parent's (see schedule.py)."""
+    body = bodies[id(graph)]
+    bvals = body.plan.template.copy()
+    bvals.append(None)  # omitted inputs (slot -1) read this
+    for dst, src in body.outer:
+        bvals[dst] = vals[src]
+    for slot, v in zip(body.inputs, inputs, strict=False):
+        bvals[slot] = v
+    if log.isEnabledFor(logging.DEBUG) and _debug_level():
+        _run_instrumented(body.plan, bvals, _debug_level(), None)
+    else:
+        _run(body.schedule, bvals)
+    return [bvals[s] for s in body.outputs]
 
 
 def _call(step: Step, vals: list[Any]) -> Any:
     args = [vals[s] if s >= 0 else None for s in step.ins]
     kwargs = step.kwargs
     if "run_graph" in step.handler.wants:
-        kwargs = dict(kwargs, run_graph=_subgraph_runner(step, vals))
+        bodies = schedule_of_step(step)
+        kwargs = dict(kwargs, run_graph=partial(_run_body, bodies, vals))
     return step.handler.fn(*args, **kwargs)
 
 
@@ -104,37 +116,49 @@ def execute(
     debug = _debug_level() if log.isEnabledFor(logging.DEBUG) else 0
     check = shape_check.checker_for(plan) if outer is None and shape_check.enabled() else None
     run = begin_run()
+    # One errstate for the whole run (ONNX arithmetic never warns); handlers see
+    # FP_QUIET and skip their own, which cost more than a tiny op.
+    quiet = FP_QUIET.set(True)
     try:
-        if debug or profiler is not None or check is not None:
-            _run_instrumented(plan, vals, debug, profiler, check)
-        else:
-            _run(plan, vals)
+        with np.errstate(all="ignore"):
+            if debug or profiler is not None or check is not None:
+                _run_instrumented(plan, vals, debug, profiler, check)
+            else:
+                _run(schedule_of(plan), vals)
     finally:
+        FP_QUIET.reset(quiet)
         end_run(run)
     return [vals[s] for s in plan.output_slots]
 
 
-def _run(plan: GraphPlan, vals: list[Any]) -> None:
-    """The plain loop: call, store, drop dead values. One try around all steps (free
-    in CPython 3.11+); a failure is reported against the step that raised."""
+def _run(schedule: list[Entry], vals: list[Any]) -> None:
+    """The plain loop over a compiled schedule: call, store, drop dead values. One try
+    around all steps (free in CPython 3.11+); a failure is reported against the step
+    that raised."""
     step: Step | None = None
     try:
-        for step in plan.steps:
-            fn, ins, kwargs, out, subgraphs, n_in, i0, i1 = step.call
-            if subgraphs:
-                kwargs = dict(kwargs, run_graph=_subgraph_runner(step, vals))
-            # one and two inputs spelled out: a comprehension costs more than most ops
-            if n_in == 1:
-                result = fn(vals[i0], **kwargs)
-            elif n_in == 2:
-                result = fn(vals[i0], vals[i1], **kwargs)
+        for fn, n_in, i0, i1, ins, kwargs, out, free, bodies, step in schedule:
+            if kwargs is None:
+                if n_in == 1:
+                    result = fn(vals[i0])
+                elif n_in == 2:
+                    result = fn(vals[i0], vals[i1])
+                else:
+                    result = fn(*[vals[s] for s in ins])
             else:
-                result = fn(*[vals[s] for s in ins], **kwargs)
+                if bodies is not None:
+                    kwargs = dict(kwargs, run_graph=partial(_run_body, bodies, vals))
+                if n_in == 1:
+                    result = fn(vals[i0], **kwargs)
+                elif n_in == 2:
+                    result = fn(vals[i0], vals[i1], **kwargs)
+                else:
+                    result = fn(*[vals[s] for s in ins], **kwargs)
             if out >= 0 and type(result) is not tuple:
                 vals[out] = result
             else:
                 _store(step, vals, result)
-            for s in step.free:
+            for s in free:
                 vals[s] = None
     except Exception as e:
         if step is None:

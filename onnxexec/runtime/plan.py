@@ -8,15 +8,19 @@ last-use bookkeeping keeps those values alive long enough.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from onnxexec.errors import InvalidGraphError, UnsupportedOpError
-from onnxexec.ir.graph import Graph, Node
+from onnxexec.ir.graph import Graph, Node, ValueInfo
 from onnxexec.ir.passes.inline_functions import inline_functions
 from onnxexec.ir.passes.lower_gradient import lower_gradient
+from onnxexec.ir.types import TensorType
 from onnxexec.ops.registry import Handler, resolve, versions
+
+log = logging.getLogger("onnxexec")
 
 _SCHEMA_DOMAINS = frozenset({"", "ai.onnx.ml", "ai.onnx.preview.training"})
 
@@ -42,6 +46,8 @@ class Step:
     # of inputs, first input slot, second input slot). kwargs is the same dict
     # object, so options added after construction show.
     call: tuple[Any, ...] = field(init=False, repr=False)
+    # schedule.py's compiled subgraph bodies (id(Graph) -> Body), built on first run
+    bodies: dict[int, Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         ins = self.ins
@@ -66,6 +72,7 @@ class GraphPlan:
     output_names: tuple[str, ...]
     steps: list[Step]
     slot_names: list[str]
+    schedule: list[tuple[Any, ...]] | None = field(default=None, repr=False)  # schedule.py
 
 
 def _toposort(g: Graph, visible: set[str]) -> list[Node]:
@@ -123,9 +130,65 @@ def topologically_sorted(g: Graph) -> Graph:
     return replace(g, nodes=tuple(order))
 
 
+def _outer_info(name: str, parent: Graph, facts: dict[str, Any]) -> ValueInfo:
+    """An outer value as a body input: its declared type, else the one inferred in the
+    parent (the fusions key on element types, e.g. float32 elementwise chains)."""
+    declared = parent.value_info.get(name) or next(
+        (v for v in parent.inputs if v.name == name), None
+    )
+    if declared is not None and declared.type is not None:
+        return declared
+    f = facts.get(name)
+    if f is None or f.elem is None:
+        return ValueInfo(name)
+    shape = None if f.shape is None else tuple(d if type(d) is int else None for d in f.shape)
+    return ValueInfo(name, TensorType(f.elem, shape))
+
+
+def _optimized_body(
+    sg: Graph, parent: Graph, outer: set[str], level: int, functions: dict, facts: dict
+) -> Graph:
+    """`sg` through the session's pass pipeline, the outer-scope values it reads
+    declared as extra inputs (so no pass folds, renames or drops them), then removed
+    again. `sg` itself when nothing changed or the result does not keep its interface."""
+    if level <= 0 or not sg.nodes:
+        return sg
+    from onnxexec.ir.passes import optimize
+
+    extra = tuple(_outer_info(name, parent, facts) for name in sorted(outer))
+    n_in = len(sg.inputs)
+    try:
+        opt = optimize(replace(sg, inputs=(*sg.inputs, *extra), functions=functions), level)
+    except Exception:  # as pipeline.py: an optimizer bug must not stop the model
+        log.warning("optimizing subgraph '%s' failed; planned as loaded", sg.name, exc_info=True)
+        return sg
+    if opt is sg or [v.name for v in opt.inputs] != [v.name for v in (*sg.inputs, *extra)]:
+        return sg
+    opt = replace(opt, inputs=opt.inputs[:n_in])
+    # the interface must survive: same outputs, no new outer-scope reads
+    if [v.name for v in opt.outputs] != [v.name for v in sg.outputs]:
+        return sg
+    if not opt.free_names() <= sg.free_names():
+        return sg
+    return opt
+
+
+def _facts(g: Graph, level: int) -> dict[str, Any]:
+    if level <= 0:
+        return {}
+    from onnxexec.ir.passes.shape_inference import infer_shapes
+
+    try:
+        return infer_shapes(g)
+    except Exception:  # types only help the fusions; a body plans without them
+        log.debug("shape inference failed on '%s'", g.name, exc_info=True)
+        return {}
+
+
 class _Planner:
-    def __init__(self, functions: dict) -> None:
+    def __init__(self, functions: dict, level: int = 0) -> None:
         self.functions = functions
+        self.level = level
         self.unsupported: dict[tuple[str, str, int], list[str]] = {}
         self.problems: list[str] = []
 
@@ -185,6 +248,7 @@ class _Planner:
         visible = set(outer) | set(input_slots) | set(const_slots)
         nodes = _toposort(g, visible)
         steps: list[Step] = []
+        facts: dict[str, Any] | None = None  # the parent's inferred types, for bodies
         for n in nodes:
             h, opset = self.handler_for(n, g)
             ins = tuple(slot(i) if i else -1 for i in n.inputs)
@@ -196,7 +260,13 @@ class _Planner:
             free: set[str] = set()
             for sg in n.subgraphs():
                 sg_free = sg.free_names() & visible
-                step.subplans[id(sg)] = self.plan(sg, tuple(sorted(sg_free)))
+                if facts is None:
+                    facts = _facts(g, self.level)
+                body = _optimized_body(sg, g, sg_free, self.level, self.functions, facts)
+                if body is not sg:
+                    sg_free = body.free_names() & visible
+                # keyed by the attribute the handler passes to run_graph
+                step.subplans[id(sg)] = self.plan(body, tuple(sorted(sg_free)))
                 free |= sg_free
             step.implicit = tuple((name, slots[name]) for name in sorted(free) if name in slots)
             if "num_outputs" in h.wants:
@@ -250,9 +320,12 @@ def _mark_used_outputs(steps: list[Step], graph_outs: set[int]) -> None:
             st.kwargs["outputs_used"] = tuple(s >= 0 and s in read for s in st.outs)
 
 
-def plan_graph(g: Graph) -> GraphPlan:
-    """Plan the top-level graph; one UnsupportedOpError lists every missing handler."""
-    p = _Planner(dict(g.functions))
+def plan_graph(g: Graph, level: int = 0) -> GraphPlan:
+    """Plan the top-level graph; one UnsupportedOpError lists every missing handler.
+
+    `level`: the session's optimization level, applied to If/Loop/Scan bodies here
+    (the caller optimized `g` itself), so each body is optimized and planned once."""
+    p = _Planner(dict(g.functions), level)
     plan = p.plan(g)
     if p.unsupported:
         lines = []

@@ -134,7 +134,7 @@ class InferenceSession(OrtSessionAPI):
             self._optimized = optimize(loaded, level, owner)
             if options.optimized_model_filepath:  # imports onnx: only when asked
                 save_optimized(self._optimized, options.optimized_model_filepath, options)
-            self._plan = plan_graph(self._optimized)
+            self._plan = plan_graph(self._optimized, level)
         self._own_outputs = OutputOwnership(self._plan)
         threads.apply_pending()  # planning imported the kernels the model uses
         self._inputs = loaded.runtime_inputs()

@@ -8,6 +8,7 @@ from onnxexec.ir.passes import symdim
 from onnxexec.ir.passes.shape_inference import Facts, rule
 from onnxexec.ir.passes.shape_rules import _UNKNOWN_AXES, _axes
 from onnxexec.ir.passes.symdim import Dim
+from onnxexec.ir.types import TensorType
 from onnxexec.ops._common import norm_axis
 
 BOOL = TensorProto.BOOL
@@ -192,3 +193,33 @@ def _window(n, ins):
             o -= 1  # the spec drops a last window starting in the end padding (_window.py)
         out.append(o)
     return [Facts(x.elem, (x.shape[0], c_out, *out))]
+
+
+@rule("LSTM", "GRU", "RNN")
+def _recurrent(n, ins):
+    """Y (T, dirs, B, H), Y_h and Y_c (dirs, B, H); layout=1 puts B first (Operators.md)."""
+    x = ins[0]
+    hidden = n.attrs.get("hidden_size")
+    dirs = 2 if n.attrs.get("direction") == "bidirectional" else 1
+    if x.shape is None or len(x.shape) != 3 or hidden is None:
+        return [Facts(x.elem) for _ in n.outputs]
+    if n.attrs.get("layout", 0):
+        b, t = x.shape[0], x.shape[1]
+        y, state = (b, t, dirs, hidden), (b, dirs, hidden)
+    else:
+        t, b = x.shape[0], x.shape[1]
+        y, state = (t, dirs, b, hidden), (dirs, b, hidden)
+    return [Facts(x.elem, y), *(Facts(x.elem, state) for _ in n.outputs[1:])]
+
+
+@rule("If")
+def _if(n, ins):
+    """Each output's element type when both branches declare the same tensor type. No
+    shape: the branches may produce different ones, and declared shapes are only hints."""
+    then_g, else_g = n.attrs["then_branch"], n.attrs["else_branch"]
+    outs = []
+    for a, b in zip(then_g.outputs, else_g.outputs, strict=True):
+        same = isinstance(a.type, TensorType) and isinstance(b.type, TensorType)
+        same = same and a.type.elem_type == b.type.elem_type
+        outs.append(Facts(a.type.elem_type) if same else Facts())
+    return outs

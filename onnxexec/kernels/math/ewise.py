@@ -129,7 +129,7 @@ def run(
     return out.reshape(out_shape)
 
 
-_NP = {
+NUMPY_FNS = {
     0: np.add,
     1: np.subtract,
     2: np.multiply,
@@ -166,6 +166,6 @@ def run_reference(
     for c, v in enumerate(consts):
         regs[len(inputs) + c] = np.float64(v)
     for op, o, a, b in prog:
-        fn = _NP[int(op)]
+        fn = NUMPY_FNS[int(op)]
         regs[o] = fn(regs[a], regs[b]) if op < 10 else fn(regs[a])
     return np.broadcast_to(regs[result], (rows, d)).astype(np.float32).reshape(out_shape)

@@ -1,0 +1,70 @@
+"""A plan compiled to a flat schedule: the executor's fast path reads one tuple per
+step with everything resolved ahead of time (the "thunk executor" idea of RLX).
+
+Per step: the handler, the number of inputs and the first two input slots (one and two
+inputs are called spelled out: a comprehension costs more than most tiny ops), every
+input slot, the keyword arguments (None when there are none, so the call skips `**`),
+the output slot when the node has exactly one, the slots that die after it, the
+compiled bodies of its subgraphs, and the Step itself (errors, debug, profiling).
+
+A body is compiled once with its parent: its plan, where each outer-scope value it
+reads comes from in the parent's slots, its positional input slots and its outputs.
+Running it copies the body's slot template and fills it straight from the parent's
+slots: no per-call planning, name lookups or dictionaries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from onnxexec.runtime.plan import GraphPlan, Step
+
+# (fn, n_in, i0, i1, ins, kwargs | None, out, free, bodies | None, step)
+Entry = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Body:
+    """A subgraph compiled for its parent step."""
+
+    plan: GraphPlan
+    schedule: list[Entry]
+    outer: tuple[tuple[int, int], ...]  # (slot in the body, slot in the parent)
+    inputs: tuple[int, ...]  # body slots of its positional inputs
+    outputs: tuple[int, ...]
+
+
+def _body(step: Step, sub: GraphPlan) -> Body:
+    parent = dict(step.implicit)
+    # Outer values first: a body input of the same name shares the slot and, written
+    # after them, shadows the outer value (ONNX scoping).
+    outer = tuple((s, parent[name]) for name, s in sub.outer_slots.items())
+    return Body(sub, schedule_of(sub), outer, tuple(sub.input_slots.values()), sub.output_slots)
+
+
+def _entry(step: Step) -> Entry:
+    ins = step.ins
+    first, second = (*ins, -1, -1)[:2]
+    single = step.outs[0] if len(step.outs) == 1 else -1
+    bodies = schedule_of_step(step) if "run_graph" in step.handler.wants else None
+    # kwargs stays the Step's own dict object (ownership.py reads the same values)
+    kwargs = step.kwargs if step.kwargs or bodies is not None else None
+    return (step.handler.fn, len(ins), first, second, ins, kwargs, single, step.free, bodies, step)
+
+
+def schedule_of_step(step: Step) -> dict[int, Body]:
+    """The compiled bodies of `step`'s subgraphs (id(Graph) -> Body), built once."""
+    bodies = step.bodies
+    if bodies is None:
+        bodies = step.bodies = {key: _body(step, sub) for key, sub in step.subplans.items()}
+    return bodies
+
+
+def schedule_of(plan: GraphPlan) -> list[Entry]:
+    """`plan`'s compiled schedule, built on first use and kept on the plan."""
+    sched = plan.schedule
+    if sched is None:
+        sched = plan.schedule = [_entry(st) for st in plan.steps]
+    return sched
