@@ -114,7 +114,9 @@ def test_disconnect_mid_stream_frees_the_slot(server):
     conn.sock.close()  # the client goes away mid-stream
     conn.close()
     t0 = time.monotonic()
-    while metric(server, "onnxexec:requests_in_flight") and time.monotonic() - t0 < 10:
+    # cancelled at the engine's next step; on a loaded 2-core CI machine one step can take
+    # seconds, so wait generously: the token count below proves it stopped early
+    while metric(server, "onnxexec:requests_in_flight") and time.monotonic() - t0 < 90:
         time.sleep(0.05)
     assert metric(server, "onnxexec:requests_in_flight") == 0
     slots = http("GET", server + "/props").json()["slots"]
