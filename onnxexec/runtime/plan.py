@@ -15,10 +15,10 @@ from typing import Any
 
 from onnxexec.errors import InvalidGraphError, UnsupportedOpError
 from onnxexec.ir.graph import Graph, Node, ValueInfo
-from onnxexec.ir.passes.inline_functions import inline_functions
-from onnxexec.ir.passes.lower_gradient import lower_gradient
 from onnxexec.ir.types import TensorType
 from onnxexec.ops.registry import Handler, resolve, versions
+from onnxexec.passes.inline_functions import inline_functions
+from onnxexec.passes.lower_gradient import lower_gradient
 
 log = logging.getLogger("onnxexec")
 
@@ -153,7 +153,7 @@ def _optimized_body(
     again. `sg` itself when nothing changed or the result does not keep its interface."""
     if level <= 0 or not sg.nodes:
         return sg
-    from onnxexec.ir.passes import optimize
+    from onnxexec.passes import optimize
 
     extra = tuple(_outer_info(name, parent, facts) for name in sorted(outer))
     n_in = len(sg.inputs)
@@ -176,7 +176,7 @@ def _optimized_body(
 def _facts(g: Graph, level: int) -> dict[str, Any]:
     if level <= 0:
         return {}
-    from onnxexec.ir.passes.shape_inference import infer_shapes
+    from onnxexec.passes.shape_inference import infer_shapes
 
     try:
         return infer_shapes(g)

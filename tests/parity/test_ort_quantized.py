@@ -85,7 +85,7 @@ def _output_step(model: onnx.ModelProto, name: str) -> float:
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if "static_qdq" in v])
 def test_qdq_groups_run_as_integer_ops(variant, quantized, tmp_path):
     # as onnxruntime's QDQ transformers: no float Conv / Gemm / MatMul is left between
-    # DequantizeLinear and QuantizeLinear (ir/passes/fuse_qdq.py)
+    # DequantizeLinear and QuantizeLinear (passes/fuse_qdq.py)
     root, manifest = quantized
     opts = onnxexec.SessionOptions()
     opts.optimized_model_filepath = str(tmp_path / "optimized.onnx")

@@ -19,8 +19,8 @@ PKG = Path(__file__).resolve().parents[2] / "onnxexec"
 MAX_LINES = 600
 
 # layer -> onnxexec modules it may import (its own subpackage is always allowed). A layer
-# is a subpackage (`ops`), `ir.passes`, or a top-level module by name (`errors`).
-# `ir/passes` is the optimizer: constant folding runs op handlers and fusions name the
+# is a subpackage (`ops`), `passes`, or a top-level module by name (`errors`).
+# `passes` is the optimizer: constant folding runs op handlers and fusions name the
 # kernels they lower to, so it sits above ops; the IR core below it imports neither.
 BOTTOM = {"errors"}  # the exception classes every layer raises
 TOOLS = {"conformance", "benchmark", "as_onnxruntime", "ray"}  # what CLI commands wrap
@@ -56,7 +56,7 @@ ALLOWED: dict[str, set[str]] = {
     **KERNEL_RULES,
     "ops": {"ir", "kernels", "native", *BOTTOM},
     "ir": {*BOTTOM},
-    "ir.passes": {"ir", "ops", "kernels", *BOTTOM},
+    "passes": {"ir", "ops", "kernels", *BOTTOM},
     # ggml_types reads the quant block tables (kernels/quant/qtypes.py is data, no numba)
     "loaders": {"ir", "kernels.quant.qtypes", *BOTTOM},
     "runtime": {"ir", "loaders", "ops", "kernels", "native", *BOTTOM},
@@ -87,7 +87,7 @@ def _modules() -> list[Path]:
 def _layer(path: Path) -> str:
     parts = path.relative_to(PKG).parts
     if parts[:2] == ("ir", "passes"):
-        return "ir.passes"
+        return "passes"
     if parts[0] == "kernels" and len(parts) > 2:
         return f"kernels.{parts[1]}"
     if parts[0] == "kernels" and f"kernels.{path.stem}" in KERNEL_RULES:
@@ -124,7 +124,7 @@ def _allowed(layer: str, target: str) -> bool:
         return found == layer or found in KERNEL_RULES[layer]
     own = layer.split(".")[0]
     if target == own or target.startswith(own + "."):
-        return layer != "ir" or not target.startswith("ir.passes")
+        return layer != "ir" or not target.startswith("passes")
     return any(target == a or target.startswith(a + ".") for a in ALLOWED[layer])
 
 
@@ -212,15 +212,15 @@ def test_checker_sees_a_violation() -> None:
     """The rule itself can fail: an ops module importing the runtime is refused."""
     assert not _allowed("ops", "runtime.session")
     assert not _allowed("kernels", "ops.registry")
-    assert not _allowed("ir", "ir.passes.cse")
-    assert _allowed("ir.passes", "ops.registry")
+    assert not _allowed("ir", "passes.cse")
+    assert _allowed("passes", "ops.registry")
     assert _allowed("loaders", "kernels.quant.qtypes")
     assert not _allowed("loaders", "kernels.quant.q4")
     assert not _allowed("runtime", "llm.model")
     assert not _allowed("cli", "native.parallel")
     assert not _allowed("errors", "ir.graph")
     assert _layer(PKG / "errors.py") == "errors"
-    assert _layer(PKG / "ir" / "passes" / "dce.py") == "ir.passes"
+    assert _layer(PKG / "ir" / "passes" / "dce.py") == "passes"
     assert _layer(PKG / "kernels" / "conv" / "conv2d.py") == "kernels.conv"
     assert _layer(PKG / "kernels" / "isa.py") == "kernels"
     assert _allowed("kernels.conv", "native.parallel")

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxexec.ir.passes.fuse_dynamic_quant import fuse_dynamic_quant
-from onnxexec.ir.passes.fuse_qdq import fuse_qdq
 from onnxexec.loaders.onnx_proto import load_onnx
+from onnxexec.passes.fuse_dynamic_quant import fuse_dynamic_quant
+from onnxexec.passes.fuse_qdq import fuse_qdq
 from onnxexec.runtime.session import InferenceSession
 
 RNG = np.random.default_rng(5)

@@ -189,8 +189,8 @@ def test_debug_logging_reaches_body_nodes(
 @pytest.mark.parametrize("op_type", ["LSTM", "GRU"])
 def test_recurrent_and_if_types_match_onnx_inference(op_type: str, layout: int) -> None:
     """The shape rules that type outer values for the bodies, against onnx's inference."""
-    from onnxexec.ir.passes.shape_inference import infer_shapes
     from onnxexec.loaders.onnx_proto import load_onnx
+    from onnxexec.passes.shape_inference import infer_shapes
 
     gates = 4 if op_type == "LSTM" else 3
     # the branches read x from the outer scope: rename it to a [3] value here

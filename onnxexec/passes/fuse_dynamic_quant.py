@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import only_consumer
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes._patterns import only_consumer
 
 MS = "com.microsoft"
 
