@@ -1,7 +1,7 @@
 """2-D float32 convolution for the fused Conv op, bias and activation included.
 
 - depthwise (one input channel per group): kernels/depthwise.py's direct kernel.
-- KxK with the weight stored OHWI (ir/passes/conv_layout.py) on AVX-512 hosts,
+- KxK with the weight stored OHWI (passes/conv_layout.py) on AVX-512 hosts,
   stride 1 or cheap phase planes (conv_direct.use_direct): kernels/conv_direct.py,
   register-blocked tiles over every tap and channel reading the planes in place.
 - KxK with the weight stored OHWI, fewer output pixels than

@@ -7,7 +7,7 @@ Where it runs (`use_direct`, measured on ResNet-50 / MobileNetV2 shapes against 
 tap-GEMM, im2row and im2col paths on one and two threads): AVX-512 hosts, KxK
 kernels with stride 1, and strided ones whose phase planes are cheap to build (few
 input channels, like the 7x7 and 3x3 stems, or small planes). The weight must be
-stored OHWI (ir/passes/conv_layout.py re-stores constant weights that way).
+stored OHWI (passes/conv_layout.py re-stores constant weights that way).
 References: tests/unit/kernels/test_conv_direct.py.
 """
 

@@ -11,7 +11,7 @@ s * s phase planes (plane (u, v) holds xpad[R * s + u, T * s + v]), after which 
 tap again reads one plane at an offset (kernels/depthwise.py does the same).
 
 The weight must be stored "OHWI" (M, KH, KW, Cg) so that each tap's (M, Cg) matrix
-is a strided BLAS operand; the ORT_ENABLE_ALL pass ir/passes/conv_layout.py stores
+is a strided BLAS operand; the ORT_ENABLE_ALL pass passes/conv_layout.py stores
 constant weights that way (as an (M, Cg, KH, KW) view, so the op's semantics stay).
 
 Against im2col + one sgemm this saves the column-matrix copy (9x the input for 3x3)

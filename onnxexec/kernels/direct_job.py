@@ -15,7 +15,7 @@ consecutive floats. So a tile of R output channels x 32 output pixels is
 
     C[r, 0:32] = sum over taps t, channels c of W[m0 + r, t, c] * X_t[c, q0 : q0 + 32]
 
-with the weight stored OHWI ((M, KH*KW*Cg) rows, ir/passes/conv_layout.py), whose
+with the weight stored OHWI ((M, KH*KW*Cg) rows, passes/conv_layout.py), whose
 k = (t, c) order the kernel walks straight through, and X_t[c] one plane row, Cg
 channel planes apart (a fixed stride) at an offset per tap. The micro-kernel holds the
 R x 32 accumulators in 2 R zmm registers across all taps and channels (R <= 12, the

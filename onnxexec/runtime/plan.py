@@ -14,9 +14,9 @@ from typing import Any
 
 from onnxexec.errors import InvalidGraphError, UnsupportedOpError
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes.inline_functions import inline_functions
-from onnxexec.ir.passes.lower_gradient import lower_gradient
 from onnxexec.ops.registry import Handler, resolve, versions
+from onnxexec.passes.inline_functions import inline_functions
+from onnxexec.passes.lower_gradient import lower_gradient
 
 # Domains a model may use without importing them (onnxexec's own ops, from GGUF).
 _DEFAULT_OPSETS = {"onnxexec": 1}

@@ -14,10 +14,10 @@ import numpy as np
 from onnxexec.errors import InvalidFeedError, NodeExecutionError, RunTerminatedError
 from onnxexec.ir.graph import Graph, ValueInfo
 from onnxexec.ir.onnx_pb import ModelProto
-from onnxexec.ir.passes import optimize
-from onnxexec.ir.passes.pack_weights import WeightOwnership
 from onnxexec.ir.types import TensorType
 from onnxexec.loaders.onnx_proto import load_onnx
+from onnxexec.passes import optimize
+from onnxexec.passes.pack_weights import WeightOwnership
 from onnxexec.runtime import threads
 from onnxexec.runtime.executor import execute
 from onnxexec.runtime.feeds import FeedChecker

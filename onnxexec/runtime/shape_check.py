@@ -1,5 +1,5 @@
 """Debug mode: assert that every value's statically inferred shape and element type
-(ir/passes/shape_inference.py, on the graph as optimized) are what the run produces.
+(passes/shape_inference.py, on the graph as optimized) are what the run produces.
 
 Enabled by the environment variable ONNXEXEC_CHECK_SHAPES=1 (read at each run, so a
 test can turn it on for a block). A mismatch raises ShapeCheckError naming the value,
@@ -21,8 +21,8 @@ import numpy as np
 
 from onnxexec.errors import OnnxExecError
 from onnxexec.ir.dtypes import onnx_dtype
-from onnxexec.ir.passes import symdim
-from onnxexec.ir.passes.shape_inference import Facts, infer_shapes
+from onnxexec.passes import symdim
+from onnxexec.passes.shape_inference import Facts, infer_shapes
 
 ENV = "ONNXEXEC_CHECK_SHAPES"
 Checker = Callable[[Any, list[Any]], None]  # (step, slot values) after the step ran

@@ -16,7 +16,7 @@ Checked here, before any pass or kernel sees the graph (so both may trust it):
 - then onnx's strict type and shape inference on the model's bytes, as onnxruntime
   runs it per node (validate_onnx.py): Reshape, Gather, Transpose, MatMul... errors.
 
-Element types come from shape inference (ir/passes/shape_inference.py); a value whose
+Element types come from shape inference (passes/shape_inference.py); a value whose
 type is not known is not checked, so no valid model is refused for what we cannot see.
 """
 
@@ -30,8 +30,8 @@ from typing import Any
 from onnxexec.errors import InvalidGraphError
 from onnxexec.ir.dtypes import type_name
 from onnxexec.ir.graph import ML_DOMAIN, ONNX_DOMAIN, Graph, Node
-from onnxexec.ir.passes.shape_inference import Facts, infer_shapes
 from onnxexec.ir.types import TensorType
+from onnxexec.passes.shape_inference import Facts, infer_shapes
 from onnxexec.runtime.schemas import opset_range, schema
 from onnxexec.runtime.validate_nodes import CONV_POOL, check_attributes, check_shapes
 from onnxexec.runtime.validate_onnx import strict_inference_problems

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from onnxexec.ir.graph import ONNX_DOMAIN, Node
-from onnxexec.ir.passes.shape_inference import Facts
+from onnxexec.passes.shape_inference import Facts
 
 # op -> index of the weight input (None: a pool, whose kernel is an attribute)
 CONV_POOL: dict[str, int | None] = {

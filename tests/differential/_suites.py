@@ -16,8 +16,8 @@ import numpy as np
 from onnxexec.conformance.compare import compare_outputs
 from onnxexec.conformance.suites import Case, light_data
 from onnxexec.ir.graph import Graph
-from onnxexec.ir.passes import optimize
-from onnxexec.ir.passes.fold_constants import NONDETERMINISTIC
+from onnxexec.passes import optimize
+from onnxexec.passes.fold_constants import NONDETERMINISTIC
 from onnxexec.runtime.session import InferenceSession, load_graph
 
 LEVELS = (1, 2, 99)

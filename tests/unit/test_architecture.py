@@ -19,8 +19,8 @@ PKG = Path(__file__).resolve().parents[2] / "onnxexec"
 MAX_LINES = 600
 
 # layer -> onnxexec modules it may import (its own subpackage is always allowed). A layer
-# is a subpackage (`ops`), `ir.passes`, or a top-level module by name (`errors`).
-# `ir/passes` is the optimizer: constant folding runs op handlers and fusions name the
+# is a subpackage (`ops`), `passes`, or a top-level module by name (`errors`).
+# `passes` is the optimizer: constant folding runs op handlers and fusions name the
 # kernels they lower to, so it sits above ops; the IR core below it imports neither.
 BOTTOM = {"errors"}  # the exception classes every layer raises
 TOOLS = {"conformance", "benchmark", "as_onnxruntime"}  # what CLI commands wrap
@@ -29,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "kernels": set(),
     "ops": {"ir", "kernels", *BOTTOM},
     "ir": {*BOTTOM},
-    "ir.passes": {"ir", "ops", "kernels", *BOTTOM},
+    "passes": {"ir", "ops", "kernels", *BOTTOM},
     # ggml_types reads the quant block tables (kernels/qtypes.py is data, no numba)
     "loaders": {"ir", "kernels.qtypes", *BOTTOM},
     "runtime": {"ir", "loaders", "ops", "kernels", *BOTTOM},
@@ -56,7 +56,7 @@ def _modules() -> list[Path]:
 def _layer(path: Path) -> str:
     parts = path.relative_to(PKG).parts
     if parts[:2] == ("ir", "passes"):
-        return "ir.passes"
+        return "passes"
     return parts[0] if len(parts) > 1 else path.stem
 
 
@@ -77,7 +77,7 @@ def _onnxexec_imports(path: Path) -> set[str]:
 def _allowed(layer: str, target: str) -> bool:
     own = layer.split(".")[0]
     if target == own or target.startswith(own + "."):
-        return layer != "ir" or not target.startswith("ir.passes")
+        return layer != "ir" or not target.startswith("passes")
     return any(target == a or target.startswith(a + ".") for a in ALLOWED[layer])
 
 
@@ -139,12 +139,12 @@ def test_checker_sees_a_violation() -> None:
     """The rule itself can fail: an ops module importing the runtime is refused."""
     assert not _allowed("ops", "runtime.session")
     assert not _allowed("kernels", "ops.registry")
-    assert not _allowed("ir", "ir.passes.cse")
-    assert _allowed("ir.passes", "ops.registry")
+    assert not _allowed("ir", "passes.cse")
+    assert _allowed("passes", "ops.registry")
     assert _allowed("loaders", "kernels.qtypes")
     assert not _allowed("loaders", "kernels.q4")
     assert not _allowed("runtime", "llm.model")
     assert not _allowed("cli", "kernels.parallel")
     assert not _allowed("errors", "ir.graph")
     assert _layer(PKG / "errors.py") == "errors"
-    assert _layer(PKG / "ir" / "passes" / "dce.py") == "ir.passes"
+    assert _layer(PKG / "ir" / "passes" / "dce.py") == "passes"

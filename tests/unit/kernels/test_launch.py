@@ -72,7 +72,7 @@ NODES = [
 @pytest.mark.parametrize("residual", [False, True])
 def test_replayed_node_matches_reference(two_threads, xs, ws, s, p, group, residual):
     w, b = _rand(*ws, seed=1), _rand(ws[0], seed=2)
-    if ws[2] > 1 and group == 1:  # stored OHWI, as ir/passes/conv_layout.py does
+    if ws[2] > 1 and group == 1:  # stored OHWI, as passes/conv_layout.py does
         w = to_ohwi(w)
     out_shape = _want(_rand(*xs), w, b, s, p, group, "").shape
     for call in range(3):  # record, then replay twice with new arrays

@@ -1,4 +1,4 @@
-"""ir.passes.conv_layout: direct-, tap- and im2row-path FusedConv weights re-stored OHWI (same
+"""passes.conv_layout: direct-, tap- and im2row-path FusedConv weights re-stored OHWI (same
 name, shape and values), others untouched; optimized and unoptimized graphs give the
 same outputs."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.ir.passes.conv_layout import conv_layout
-from onnxexec.ir.passes.fuse_activation import fuse_activation
 from onnxexec.kernels import direct_job
 from onnxexec.kernels.conv_taps import ohwi
+from onnxexec.passes.conv_layout import conv_layout
+from onnxexec.passes.fuse_activation import fuse_activation
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, rand
 
 

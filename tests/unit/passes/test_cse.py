@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.ir.passes.cse import cse
-from onnxexec.ir.passes.eliminate import eliminate_dead
+from onnxexec.passes.cse import cse
+from onnxexec.passes.eliminate import eliminate_dead
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand
 
 

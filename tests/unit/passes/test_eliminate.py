@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.ir.passes.eliminate import eliminate_dead, eliminate_noops
+from onnxexec.passes.eliminate import eliminate_dead, eliminate_noops
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand
 
 

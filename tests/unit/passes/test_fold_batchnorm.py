@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.ir.passes.fold_batchnorm import fold_batchnorm
+from onnxexec.passes.fold_batchnorm import fold_batchnorm
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand
 
 

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.ir.passes.eliminate import eliminate_dead
-from onnxexec.ir.passes.fold_constants import fold_constants
-from onnxexec.ir.passes.fold_shapes import fold_shapes
-from onnxexec.ir.passes.shape_inference import infer_shapes
-from onnxexec.ir.passes.symdim import broadcast, div, mul
+from onnxexec.passes.eliminate import eliminate_dead
+from onnxexec.passes.fold_constants import fold_constants
+from onnxexec.passes.fold_shapes import fold_shapes
+from onnxexec.passes.shape_inference import infer_shapes
+from onnxexec.passes.symdim import broadcast, div, mul
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand
 
 I64 = np.int64

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.ir.passes.fuse_activation import fuse_activation
-from onnxexec.ir.passes.fuse_matmul import fuse_matmul
+from onnxexec.passes.fuse_activation import fuse_activation
+from onnxexec.passes.fuse_matmul import fuse_matmul
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand
 
 

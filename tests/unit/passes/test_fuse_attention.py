@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.ir.passes.eliminate import eliminate_dead
-from onnxexec.ir.passes.fuse_attention import fuse_attention
+from onnxexec.passes.eliminate import eliminate_dead
+from onnxexec.passes.fuse_attention import fuse_attention
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand, run
 
 I64 = np.int64

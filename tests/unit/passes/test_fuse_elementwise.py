@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.ir.passes.fuse_elementwise import fuse_elementwise
+from onnxexec.passes.fuse_elementwise import fuse_elementwise
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand, run
 
 

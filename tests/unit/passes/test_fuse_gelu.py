@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from onnxexec.ir.passes.fuse_gelu import fuse_gelu
+from onnxexec.passes.fuse_gelu import fuse_gelu
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand, run
 
 C = {"sqrt2": np.float32(math.sqrt(2)), "one": np.float32(1), "half": np.float32(0.5)}

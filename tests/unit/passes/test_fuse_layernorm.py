@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.ir.passes.fuse_layernorm import fuse_layernorm
+from onnxexec.passes.fuse_layernorm import fuse_layernorm
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand
 
 I64 = np.int64

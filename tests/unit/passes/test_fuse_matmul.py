@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.ir.passes.fuse_matmul import fuse_matmul
+from onnxexec.passes.fuse_matmul import fuse_matmul
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand
 
 
@@ -82,7 +82,7 @@ def test_flatten_matmul_restore_collapses() -> None:
             "six": np.array([6], np.int64),
         },
     )
-    from onnxexec.ir.passes.pipeline import optimize
+    from onnxexec.passes.pipeline import optimize
 
     out = optimize(g, 2)
     assert ops(out) == ["FusedMatMul"] and out.nodes[0].inputs[0] == "x"

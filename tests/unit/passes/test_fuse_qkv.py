@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnxexec.ir.passes import pack_weights as pack_weights_pass
-from onnxexec.ir.passes.fuse_activation import fuse_activation
-from onnxexec.ir.passes.fuse_matmul import fuse_matmul
-from onnxexec.ir.passes.fuse_qkv import fuse_qkv
-from onnxexec.ir.passes.pack_weights import pack_weights
 from onnxexec.kernels import sgemm_packed
+from onnxexec.passes import pack_weights as pack_weights_pass
+from onnxexec.passes.fuse_activation import fuse_activation
+from onnxexec.passes.fuse_matmul import fuse_matmul
+from onnxexec.passes.fuse_qkv import fuse_qkv
+from onnxexec.passes.pack_weights import pack_weights
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand
 
 

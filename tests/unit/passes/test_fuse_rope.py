@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.ir.passes.fuse_rope import fuse_rope
+from onnxexec.passes.fuse_rope import fuse_rope
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand
 
 I64 = np.int64
@@ -69,7 +69,7 @@ def test_not_fused_when_halves_wrong_or_shared() -> None:
 
 def test_rope_then_attention_both_fuse() -> None:
     """Rotated q / k still feed an attention fusion (FusedRotary has a shape rule)."""
-    from onnxexec.ir.passes.pipeline import optimize
+    from onnxexec.passes.pipeline import optimize
 
     nodes = []
     for t in ("q", "k"):

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from onnxexec.ir.passes.fuse_layernorm import fuse_layernorm
-from onnxexec.ir.passes.fuse_skip_norm import fuse_skip_norm
+from onnxexec.passes.fuse_layernorm import fuse_layernorm
+from onnxexec.passes.fuse_skip_norm import fuse_skip_norm
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, ops, rand
 
 

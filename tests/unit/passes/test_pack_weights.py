@@ -14,11 +14,11 @@ import pytest
 from onnx import numpy_helper
 
 import onnxexec
-from onnxexec.ir.passes import pack_weights as pack_weights_pass
-from onnxexec.ir.passes.fuse_matmul import fuse_matmul
-from onnxexec.ir.passes.pack_weights import WeightOwnership, owned_weights, pack_weights
 from onnxexec.kernels import sgemm_packed
 from onnxexec.loaders.onnx_proto import load_onnx
+from onnxexec.passes import pack_weights as pack_weights_pass
+from onnxexec.passes.fuse_matmul import fuse_matmul
+from onnxexec.passes.pack_weights import WeightOwnership, owned_weights, pack_weights
 from tests.unit.passes._graphs import graph, node, rand, run
 
 pytestmark = pytest.mark.skipif(not sgemm_packed.AVAILABLE, reason="no AVX2/FMA")
@@ -152,7 +152,7 @@ def test_session_from_model_proto_leaves_it_intact(tmp_path) -> None:
 def test_failure_after_overwriting_is_not_skipped(monkeypatch) -> None:
     # the pipeline skips a pass that raises and goes on with its input graph; once
     # weights were overwritten that graph is scrambled, so the error must surface
-    from onnxexec.ir.passes.pipeline import optimize
+    from onnxexec.passes.pipeline import optimize
 
     def broken(*args, **kwargs):
         raise MemoryError("no room")

@@ -6,7 +6,7 @@ import pytest
 
 import onnxexec
 from onnxexec.ir.export import to_model
-from onnxexec.ir.passes import optimize
+from onnxexec.passes import optimize
 from tests.unit.passes._graphs import graph, node, ops, rand, run
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.ir.graph import Graph
-from onnxexec.ir.passes.fuse_matmul import fuse_matmul
-from onnxexec.ir.passes.prepack import blas_ready, prepack
+from onnxexec.passes.fuse_matmul import fuse_matmul
+from onnxexec.passes.prepack import blas_ready, prepack
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, rand
 
 

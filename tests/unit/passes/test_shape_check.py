@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from onnxexec.errors import NodeExecutionError
-from onnxexec.ir.passes.shape_inference import RULES, Facts
+from onnxexec.passes.shape_inference import RULES, Facts
 from onnxexec.runtime import shape_check
 from tests.unit.passes._levels import LEVELS, model, session
 

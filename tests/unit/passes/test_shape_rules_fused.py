@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from onnxexec.ir.passes.shape_inference import infer_shapes
 from onnxexec.loaders.onnx_proto import load_onnx
+from onnxexec.passes.shape_inference import infer_shapes
 from tests.unit.passes._graphs import run
 
 F = TensorProto.FLOAT

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from onnxexec.ir.passes.shape_inference import infer_shapes
 from onnxexec.ops.fused_linear import fused_matmul
+from onnxexec.passes.shape_inference import infer_shapes
 from tests.unit.passes._levels import LEVELS, fused_ops, model, run_levels, session
 
 node = helper.make_node

@@ -6,8 +6,8 @@ import numpy as np
 
 from onnxexec.ir.graph import Graph, Node
 from onnxexec.ir.onnx_pb import TensorProto
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes.shape_inference import Facts, infer_shapes
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes.shape_inference import Facts, infer_shapes
 
 FLOAT = TensorProto.FLOAT
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes.fold_constants import NONDETERMINISTIC
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes.fold_constants import NONDETERMINISTIC
 
 _SMALL = 256  # elements: larger constants are compared by name only
 

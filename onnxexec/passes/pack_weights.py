@@ -34,7 +34,7 @@ import numpy as np
 
 from onnxexec.errors import OnnxExecError
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
+from onnxexec.passes._editor import GraphEditor
 
 D = "onnxexec"
 _OPS = ("FusedMatMul", "FusedMatMulGroup")

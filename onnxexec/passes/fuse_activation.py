@@ -11,8 +11,8 @@ written as Mul(y, Sigmoid(y)). The producer's output must have no other reader
 from __future__ import annotations
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import facts_of, is_float32, only_consumer, other_input
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes._patterns import facts_of, is_float32, only_consumer, other_input
 
 D = "onnxexec"
 _SIMPLE = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "HardSwish": "HardSwish"}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
+from onnxexec.passes._editor import GraphEditor
 
 D = "onnxexec"
 

@@ -12,9 +12,9 @@ one pass over x.
 from __future__ import annotations
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import facts_of, is_float32, other_input
-from onnxexec.ir.passes.shape_inference import Facts
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes._patterns import facts_of, is_float32, other_input
+from onnxexec.passes.shape_inference import Facts
 
 D = "onnxexec"
 _BIG = 2**31 - 1  # an end at or past the axis length (exporters write INT64_MAX)

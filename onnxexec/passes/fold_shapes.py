@@ -17,11 +17,11 @@ import numpy as np
 
 from onnxexec.ir.dtypes import np_dtype
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import facts_of
-from onnxexec.ir.passes.fold_constants import NONDETERMINISTIC
-from onnxexec.ir.passes.shape_inference import Facts
-from onnxexec.ir.passes.symdim import Dim, is_static
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes._patterns import facts_of
+from onnxexec.passes.fold_constants import NONDETERMINISTIC
+from onnxexec.passes.shape_inference import Facts
+from onnxexec.passes.symdim import Dim, is_static
 
 _INT_TYPES = (6, 7, 12, 13)  # INT32, INT64, UINT32, UINT64
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import facts_of, is_float32, only_consumer, scalar_operand
-from onnxexec.ir.passes.shape_inference import Facts
-from onnxexec.ir.passes.symdim import broadcast_shapes
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes._patterns import facts_of, is_float32, only_consumer, scalar_operand
+from onnxexec.passes.shape_inference import Facts
+from onnxexec.passes.symdim import broadcast_shapes
 
 D = "onnxexec"
 

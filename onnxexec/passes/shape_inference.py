@@ -23,9 +23,9 @@ import numpy as np
 
 from onnxexec.ir.dtypes import onnx_dtype
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes import symdim
-from onnxexec.ir.passes.symdim import Dim
 from onnxexec.ir.types import TensorType
+from onnxexec.passes import symdim
+from onnxexec.passes.symdim import Dim
 
 
 @dataclass
@@ -119,6 +119,6 @@ def infer_shapes(g: Graph, outer: dict[str, Facts] | None = None) -> dict[str, F
 
 
 # Import the rule modules for their registrations (after RULES exists).
-from onnxexec.ir.passes import shape_rules, shape_rules_nn  # noqa: E402, F401
+from onnxexec.passes import shape_rules, shape_rules_nn  # noqa: E402, F401
 
 __all__ = ["RULES", "UNKNOWN", "Facts", "const_facts", "infer_shapes", "rule"]

@@ -4,11 +4,11 @@ normalizations) and onnxexec's fused ops; see shape_rules.py for the rest."""
 from __future__ import annotations
 
 from onnxexec.ir.onnx_pb import TensorProto
-from onnxexec.ir.passes import symdim
-from onnxexec.ir.passes.shape_inference import Facts, rule
-from onnxexec.ir.passes.shape_rules import _UNKNOWN_AXES, _axes
-from onnxexec.ir.passes.symdim import Dim
 from onnxexec.ops._common import norm_axis
+from onnxexec.passes import symdim
+from onnxexec.passes.shape_inference import Facts, rule
+from onnxexec.passes.shape_rules import _UNKNOWN_AXES, _axes
+from onnxexec.passes.symdim import Dim
 
 BOOL = TensorProto.BOOL
 INT64 = TensorProto.INT64

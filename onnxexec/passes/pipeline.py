@@ -17,14 +17,14 @@ import logging
 from collections.abc import Callable
 
 from onnxexec.ir.graph import Graph
-from onnxexec.ir.passes._patterns import clear_caches
-from onnxexec.ir.passes.cse import cse
-from onnxexec.ir.passes.eliminate import eliminate_dead, eliminate_noops
-from onnxexec.ir.passes.fold_constants import fold_constants
-from onnxexec.ir.passes.fold_shapes import fold_shapes
-from onnxexec.ir.passes.inline_functions import inline_functions
-from onnxexec.ir.passes.lower_gradient import lower_gradient
-from onnxexec.ir.passes.pack_weights import WeightOwnership, WeightsSpentError, owned_weights
+from onnxexec.passes._patterns import clear_caches
+from onnxexec.passes.cse import cse
+from onnxexec.passes.eliminate import eliminate_dead, eliminate_noops
+from onnxexec.passes.fold_constants import fold_constants
+from onnxexec.passes.fold_shapes import fold_shapes
+from onnxexec.passes.inline_functions import inline_functions
+from onnxexec.passes.lower_gradient import lower_gradient
+from onnxexec.passes.pack_weights import WeightOwnership, WeightsSpentError, owned_weights
 
 log = logging.getLogger("onnxexec")
 
@@ -36,13 +36,13 @@ BASIC: list[Pass] = [fold_constants, fold_shapes, eliminate_noops, cse, eliminat
 
 
 def _extended() -> list[Pass]:
-    from onnxexec.ir.passes import fusions
+    from onnxexec.passes import fusions
 
     return fusions.EXTENDED
 
 
 def _layout() -> list[Pass]:
-    from onnxexec.ir.passes import fusions
+    from onnxexec.passes import fusions
 
     return fusions.LAYOUT
 

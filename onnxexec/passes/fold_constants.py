@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
 from onnxexec.ops.registry import resolve
+from onnxexec.passes._editor import GraphEditor
 
 NONDETERMINISTIC = frozenset(
     {

@@ -10,8 +10,8 @@ must come after the norm, so the graph stays in topological order.
 from __future__ import annotations
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import facts_of, is_float32
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes._patterns import facts_of, is_float32
 
 D = "onnxexec"
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import (
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes._patterns import (
     close,
     facts_of,
     is_float32,

@@ -11,9 +11,9 @@ node are left alone.
 from __future__ import annotations
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import facts_of, is_float32
 from onnxexec.kernels.ewise_ops import BINARY, OPS
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes._patterns import facts_of, is_float32
 
 D = "onnxexec"
 

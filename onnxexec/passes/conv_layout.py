@@ -15,8 +15,8 @@ Runs after prepack, which would otherwise turn the view back into OIHW.
 from __future__ import annotations
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import facts_of
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes._patterns import facts_of
 
 D = "onnxexec"
 

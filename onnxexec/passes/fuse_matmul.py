@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import (
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes._patterns import (
     facts_of,
     is_float32,
     last_axis_vector,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import only_consumer
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes._patterns import only_consumer
 
 
 def fold_batchnorm(g: Graph) -> Graph:

@@ -8,10 +8,10 @@ import numpy as np
 from onnxexec.ir.dtypes import onnx_dtype
 from onnxexec.ir.graph import Node
 from onnxexec.ir.onnx_pb import TensorProto
-from onnxexec.ir.passes import symdim
-from onnxexec.ir.passes.shape_inference import Facts, const_facts, rule
-from onnxexec.ir.passes.symdim import Dim
 from onnxexec.ops._common import norm_axis
+from onnxexec.passes import symdim
+from onnxexec.passes.shape_inference import Facts, const_facts, rule
+from onnxexec.passes.symdim import Dim
 
 BOOL = TensorProto.BOOL
 INT64 = TensorProto.INT64

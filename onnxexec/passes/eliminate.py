@@ -10,9 +10,9 @@ reader; otherwise the node stays.
 from __future__ import annotations
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor, rebuild
-from onnxexec.ir.passes._patterns import facts_of
-from onnxexec.ir.passes.shape_inference import Facts
+from onnxexec.passes._editor import GraphEditor, rebuild
+from onnxexec.passes._patterns import facts_of
+from onnxexec.passes.shape_inference import Facts
 
 _PASS_THROUGH = frozenset({"Identity", "Concat", "Sum", "Max", "Min", "Mean"})
 _CANDIDATES = _PASS_THROUGH | {"Dropout", "Cast", "CastLike", "Transpose"}

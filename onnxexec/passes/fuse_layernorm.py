@@ -14,8 +14,8 @@ Matched (float32 only, constants for epsilon, scale and bias):
 from __future__ import annotations
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.ir.passes._editor import GraphEditor
-from onnxexec.ir.passes._patterns import (
+from onnxexec.passes._editor import GraphEditor
+from onnxexec.passes._patterns import (
     close,
     facts_of,
     is_float32,
@@ -24,7 +24,7 @@ from onnxexec.ir.passes._patterns import (
     other_input,
     scalar_operand,
 )
-from onnxexec.ir.passes.shape_inference import Facts
+from onnxexec.passes.shape_inference import Facts
 
 D = "onnxexec"
 

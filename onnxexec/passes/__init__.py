@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from onnxexec.ir.graph import Graph
-    from onnxexec.ir.passes.pack_weights import WeightOwnership
+    from onnxexec.passes.pack_weights import WeightOwnership
 
 
 def optimize(graph: Graph, level: int = 99, owner: WeightOwnership | None = None) -> Graph:
     """`graph` optimized at onnxruntime's `level` (0, 1, 2 or 99); see pipeline.py."""
-    from onnxexec.ir.passes.pipeline import optimize as run
+    from onnxexec.passes.pipeline import optimize as run
 
     return run(graph, level, owner)
