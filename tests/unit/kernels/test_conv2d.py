@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from onnxexec.kernels import parallel
-from onnxexec.kernels.activations import ACT
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv2d import conv2d
 from onnxexec.kernels.depthwise import depthwise2d_fused
 from onnxexec.ops.fused_linear import fused_conv

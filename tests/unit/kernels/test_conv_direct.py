@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from onnxexec.kernels import direct_job
-from onnxexec.kernels.activations import ACT
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv2d import conv2d
 from onnxexec.kernels.conv_direct import (
     conv_direct,

@@ -10,7 +10,7 @@ import pytest
 
 from onnxexec.kernels import conv2d as conv2d_mod
 from onnxexec.kernels import parallel
-from onnxexec.kernels.activations import ACT
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv2d import conv2d
 from onnxexec.kernels.conv_rows import im2row, to_hwc, use_rows
 from onnxexec.kernels.conv_taps import to_ohwi

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from onnxexec.kernels import parallel
-from onnxexec.kernels.activations import ACT
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv2d import conv2d
 from onnxexec.kernels.conv_rows import use_rows
 from onnxexec.kernels.conv_taps import ohwi, to_ohwi, use_taps

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from onnxexec.kernels import parallel
-from onnxexec.kernels.activations import ACT, epilogue, epilogue_reference
+from onnxexec.kernels.activation_kinds import ACT
+from onnxexec.kernels.activations import epilogue, epilogue_reference
 from onnxexec.kernels.conv2d import conv2d
 from onnxexec.kernels.gemm import batched, linear
 from onnxexec.kernels.mha import attention, attention_reference

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from onnxexec.kernels import affinity, blas, gemm, parallel
-from onnxexec.kernels.activations import ACT, epilogue_reference
+from onnxexec.kernels.activation_kinds import ACT
+from onnxexec.kernels.activations import epilogue_reference
 
 
 def _rand(*shape, seed=0):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from onnxexec.kernels import conv_gemm, pointwise_packed
-from onnxexec.kernels.activations import ACT
+from onnxexec.kernels.activation_kinds import ACT
 
 pytestmark = pytest.mark.skipif(
     not pointwise_packed.AVAILABLE, reason="no AVX2 / FMA: the packed kernels don't run here"

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from onnxexec.kernels import gemm, sgemm_packed
-from onnxexec.kernels.activations import ACT, epilogue_reference
+from onnxexec.kernels.activation_kinds import ACT
+from onnxexec.kernels.activations import epilogue_reference
 
 pytestmark = pytest.mark.skipif(not sgemm_packed.AVAILABLE, reason="no AVX2/FMA")
 
