@@ -98,10 +98,15 @@ class DecodeState:
         self.made: Any = None
 
     def serves(self, groups: tuple[tuple[Any, ...], ...]) -> bool:
-        flat = [w for ws in groups for w in ws]
-        return len(flat) == len(self.weights) and all(
-            a is b for a, b in zip(flat, self.weights, strict=True)
-        )
+        """Whether `groups` are the planned weights (identity; runs every token, so a
+        plain loop: a generator here cost ~1% of SmolLM2's decode step)."""
+        ws, k = self.weights, 0
+        for g in groups:
+            for w in g:
+                if k == len(ws) or w is not ws[k]:
+                    return False
+                k += 1
+        return k == len(ws)
 
 
 def prepare_decode(first: int, count: int) -> Any:
@@ -121,12 +126,13 @@ def _state(
     for them, or None when a group can't take the fast path."""
     if not isinstance(groups[0][0], QWeight):  # e.g. a float matrix
         return None
-    if state is not None and state.serves(groups) and state.made is not None:
+    ours = state is not None and state.serves(groups)
+    if ours and state is not None and state.made is not None:
         return state.made or None
     ok = all(all_simd(ws, 1, mode) for ws in groups)
     ready()
     made = make() if ok else False
-    if state is not None and state.serves(groups):
+    if ours and state is not None:
         state.made = made
     return made or None
 
