@@ -21,8 +21,8 @@ import numba
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from onnxexec.kernels import qtypes as q
-from onnxexec.kernels.qmatmul import BLAS_MIN_T, FAST_TYPES, prepare_weight, qmatmul
+from onnxexec.kernels.quant import qtypes as q
+from onnxexec.kernels.quant.qmatmul import BLAS_MIN_T, FAST_TYPES, prepare_weight, qmatmul
 from onnxexec.loaders.ggml_types import BLOCK, GGMLType
 
 SHAPES = [(576, 576), (1536, 576), (576, 1536), (49152, 576)]  # (N, K) = W's rows, cols

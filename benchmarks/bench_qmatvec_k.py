@@ -3,7 +3,7 @@
     python benchmarks/bench_qmatvec_k.py                 # the Q4_K_M mix, 1 and 2 threads
     python benchmarks/bench_qmatvec_k.py --threads 2 --model M.gguf --min-time 0.5
 
-Times ggml_simd_k's DOT_MANY (what kernels/llm_decode.py runs per decode matmul group)
+Times ggml_simd_k's DOT_MANY (what kernels/attn/llm_decode.py runs per decode matmul group)
 on the real weights, T = 1, activations quantized once beforehand: per type mix of a
 layer group (Q|K|V, O, gate|up, down) one compiled call runs that group of every
 layer having that mix in turn (so the weights stream from memory as in a decode step,
@@ -21,10 +21,10 @@ import numba
 import numpy as np
 
 import onnxexec.runtime.threads  # noqa: F401  (numba's OpenMP wait policy, as onnxexec runs)
-from onnxexec.kernels import ggml_simd, ggml_simd_k
-from onnxexec.kernels.actquant import quantize_act8
-from onnxexec.kernels.ggml_dot_k import quantize_q8_k8
-from onnxexec.kernels.lanes import pick
+from onnxexec.kernels.math.lanes import pick
+from onnxexec.kernels.quant import ggml_simd, ggml_simd_k
+from onnxexec.kernels.quant.actquant import quantize_act8
+from onnxexec.kernels.quant.ggml_dot_k import quantize_q8_k8
 from onnxexec.loaders.gguf_reader import read_gguf
 
 _DOT_PAR, _DOT_SER = ggml_simd_k.DOT_MANY

@@ -1,4 +1,4 @@
-"""Packed-weight sgemm speed (kernels/sgemm_packed.py) at transformer shapes, GFLOP/s.
+"""Packed-weight sgemm speed (kernels/linalg/sgemm_packed.py) at transformer shapes, GFLOP/s.
 
     python benchmarks/bench_sgemm_packed.py                  # all shapes, 2 threads
     python benchmarks/bench_sgemm_packed.py --models bert --threads 1
@@ -24,8 +24,8 @@ from functools import partial
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from onnxexec.kernels import gemm, sgemm_packed
-from onnxexec.kernels.activations import ACT, epilogue_reference
+from onnxexec.kernels.linalg import gemm, sgemm_packed
+from onnxexec.kernels.math.activations import ACT, epilogue_reference
 from onnxexec.runtime.threads import set_threads
 
 # (name, M, K, N, activation): the per-layer products at the bench_onnx.py inputs

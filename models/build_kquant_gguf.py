@@ -35,7 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_tiny_gguf import encode, smollm2_path
 
-from onnxexec.kernels.dequant import dequantize
+from onnxexec.kernels.quant.dequant import dequantize
 from onnxexec.loaders.gguf_reader import read_gguf
 
 D_OLD, D_NEW = 576, 768

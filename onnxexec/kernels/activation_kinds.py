@@ -17,7 +17,7 @@ from typing import Final
 class Activation(IntEnum):
     """alpha / beta are the ONNX op's attributes (Clip: min / max, LeakyRelu: alpha,
     HardSigmoid: alpha / beta); Gelu / GeluTanh with alpha 1 round x * (1 + erf)
-    before the 0.5 (kernels/activations.py)."""
+    before the 0.5 (kernels/math/activations.py)."""
 
     NONE = 0
     RELU = 1

@@ -1,5 +1,5 @@
 """Each native job kind's span kernel as a C-callable function, loaded the first time
-a job of that kind is posted (kernels/parallel.py calls it through its address).
+a job of that kind is posted (native/parallel.py calls it through its address).
 
 The pool's dispatch loop used to call every kind's kernel directly, so its compiled
 code held all of them (attention, taps, im2row and packed GEMM spans in a MobileNetV2
@@ -17,18 +17,18 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from onnxexec.kernels import objload as nb
-from onnxexec.kernels.blas import gemm_span
-from onnxexec.kernels.conv_rows import im2row_span
-from onnxexec.kernels.depthwise_planes import dw_span
-from onnxexec.kernels.direct_job import direct_job
-from onnxexec.kernels.im2col_job import im2col_span
-from onnxexec.kernels.mha_job import attn_span
+from onnxexec.kernels.attn.mha_job import attn_span
+from onnxexec.kernels.conv.conv_rows import im2row_span
+from onnxexec.kernels.conv.depthwise_planes import dw_span
+from onnxexec.kernels.conv.direct_job import direct_job
+from onnxexec.kernels.conv.im2col_job import im2col_span
+from onnxexec.kernels.conv.pointwise_packed import pointwise_job
+from onnxexec.kernels.conv.pointwise_t import pwt_job
+from onnxexec.kernels.conv.pool2d_kernels import maxpool_span
+from onnxexec.kernels.conv.taps_job import taps_span
+from onnxexec.kernels.linalg.blas import gemm_span
+from onnxexec.kernels.linalg.sgemm_packed import packed_job
 from onnxexec.kernels.objload import cfunc
-from onnxexec.kernels.pointwise_packed import pointwise_job
-from onnxexec.kernels.pointwise_t import pwt_job
-from onnxexec.kernels.pool2d_kernels import maxpool_span
-from onnxexec.kernels.sgemm_packed import packed_job
-from onnxexec.kernels.taps_job import taps_span
 
 ARG_SLOTS: Final = 24  # parallel.BOUNDS - parallel.ARGS
 FLOAT_SLOTS: Final = 4  # parallel's fctrl

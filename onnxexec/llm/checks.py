@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 
 from onnxexec.errors import GGUFError
-from onnxexec.kernels.dequant import SUPPORTED_TYPES
+from onnxexec.kernels.quant.dequant import SUPPORTED_TYPES
 from onnxexec.llm.config import ModelConfig
 from onnxexec.loaders.gguf_reader import GGUFTensor
 

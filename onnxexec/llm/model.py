@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from onnxexec.errors import GGUFError, ModelLoadError
-from onnxexec.kernels.dequant import dequantize
-from onnxexec.kernels.qmatmul import prepare_weight
+from onnxexec.kernels.quant.dequant import dequantize
+from onnxexec.kernels.quant.qmatmul import prepare_weight
 from onnxexec.llm.checks import check_tensors
 from onnxexec.llm.config import ModelConfig, config_from_metadata
 from onnxexec.llm.graph import GraphOptions, build_llm_graph

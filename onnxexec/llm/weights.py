@@ -15,7 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
-from onnxexec.kernels.qmatmul import QWeight, can_fuse_rows, fuse_rows, prepare_fused, relayouted
+from onnxexec.kernels.quant.qmatmul import (
+    QWeight,
+    can_fuse_rows,
+    fuse_rows,
+    prepare_fused,
+    relayouted,
+)
 from onnxexec.loaders.gguf_reader import GGUFTensor
 
 _GROUPS = (("attn_q", "attn_k", "attn_v"), ("ffn_gate", "ffn_up"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from onnxexec.kernels import qtypes as q
+from onnxexec.kernels.quant import qtypes as q
 
 QK_K = q.QK_K
 

@@ -136,7 +136,7 @@ def empty_for_raw(t: TensorProto, length: int) -> np.ndarray | None:
         return np.empty(shape, dtype=dtype)
     # Big weights start on a cache line (numpy's large buffers start 16 bytes past a
     # page): the packed-GEMM pass may repack one over its own bytes, and its panel
-    # rows then stay cache-line aligned (kernels/sgemm_packed.py).
+    # rows then stay cache-line aligned (kernels/linalg/sgemm_packed.py).
     buf = np.empty(length + _ALIGN, dtype=np.uint8)
     skip = -buf.ctypes.data % _ALIGN
     return buf[skip : skip + length].view(dtype).reshape(shape)

@@ -3,8 +3,8 @@
 A parallel region on this 2-vCPU VM waits for its slowest thread. While another
 process holds a core, each of the ~60 regions of a SmolLM2 token waits for a
 descheduled thread: 33-77 ms a token against 12 ms on one thread. So, as
-kernels/parallel.py's pool does, the caller samples its thread's scheduler statistics
-(kernels/schedstat.py) every ~50 ms; while it waited for a core over 5% of that time
+native/parallel.py's pool does, the caller samples its thread's scheduler statistics
+(native/schedstat.py) every ~50 ms; while it waited for a core over 5% of that time
 the decode ops run on the calling thread alone.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from onnxexec.kernels.schedstat import CoreWaits
+from onnxexec.native.schedstat import CoreWaits
 
 _CHECK_SECONDS = 0.05
 

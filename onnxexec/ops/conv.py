@@ -1,7 +1,7 @@
 """Conv, ConvInteger, QLinearConv and CausalConvWithState.
 
 Conv is im2col + one batched BLAS matmul over (batch, group); a depthwise conv
-(one input channel per group) is a numba kernel in 2-D (kernels/depthwise.py),
+(one input channel per group) is a numba kernel in 2-D (kernels/conv/depthwise.py),
 otherwise a loop over the few kernel taps, each a vectorized multiply-add over
 every output pixel. ConvTranspose and DeformConv live
 in conv_transpose.py.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from onnxexec.kernels.depthwise import depthwise_conv2d
+from onnxexec.kernels.conv.depthwise import depthwise_conv2d
 from onnxexec.ops import _window as win
 from onnxexec.ops.registry import op
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxexec.kernels.special import erf
+from onnxexec.kernels.math.special import erf
 from onnxexec.ops.registry import op
 
 Ufunc = Callable[[np.ndarray], Any]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.kernels.mha import attention, attention_reference
+from onnxexec.kernels.attn.mha import attention, attention_reference
 from onnxexec.ops.registry import op
 
 F32 = np.dtype(np.float32)

@@ -1,5 +1,5 @@
 """onnxexec::FusedElementwise: a chain of elementwise float32 ops in one pass (graph
-pass fuse_elementwise; program format in kernels/ewise.py)."""
+pass fuse_elementwise; program format in kernels/math/ewise.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from onnxexec.kernels.ewise import run, run_reference
+from onnxexec.kernels.math.ewise import run, run_reference
 from onnxexec.ops.registry import op
 
 

@@ -2,9 +2,9 @@
 activation applied in one pass (graph passes fuse_matmul_add / fuse_activation);
 onnxexec::FusedMatMulGroup: sibling products of one input as one (fuse_qkv).
 
-float32 runs the threaded kernels (kernels/gemm.py, kernels/activations.py); other
+float32 runs the threaded kernels (kernels/linalg/gemm.py, kernels/math/activations.py); other
 dtypes take the plain numpy path, so a fused graph computes what the unfused one did.
-Activation names and parameters: kernels.activations.ACT ("Clip" alpha/beta = min/max,
+Activation names and parameters: kernels.math.activations.ACT ("Clip" alpha/beta = min/max,
 "LeakyRelu" alpha, "HardSigmoid" alpha/beta).
 """
 
@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.kernels.activation_kinds import ACT
-from onnxexec.kernels.activations import epilogue, epilogue_reference
-from onnxexec.kernels.conv2d import conv2d
-from onnxexec.kernels.gemm import batched, linear, linear_packed
-from onnxexec.kernels.launch import Replay, recording
-from onnxexec.kernels.pointwise_small import Panels
-from onnxexec.kernels.sgemm_packed import unpack
+from onnxexec.kernels.conv.conv2d import conv2d
+from onnxexec.kernels.conv.pointwise_small import Panels
+from onnxexec.kernels.linalg.gemm import batched, linear, linear_packed
+from onnxexec.kernels.linalg.sgemm_packed import unpack
+from onnxexec.kernels.math.activations import epilogue, epilogue_reference
+from onnxexec.native.launch import Replay, recording
 from onnxexec.ops import _window as win
 from onnxexec.ops.conv import _compute_dtype, _geometry, conv_nd
 from onnxexec.ops.registry import op
@@ -67,7 +67,7 @@ def fused_matmul(
 ) -> np.ndarray:
     """act(A @ B' + bias): numpy matmul broadcasting, B' = B or (transB) B with its last
     two axes swapped, bias broadcast along the last axis. packed = N: B is a (K, N)
-    weight packed by pass pack_weights (kernels/sgemm_packed.py)."""
+    weight packed by pass pack_weights (kernels/linalg/sgemm_packed.py)."""
     # The kernels read bias[j] for every output column j: only an exact (N,) float32
     # vector may go to them; any other bias takes numpy's broadcasting below.
     n = packed or (0 if b.ndim < 2 else b.shape[-2] if transB else b.shape[-1])
@@ -137,8 +137,8 @@ _MAX_SHAPES = 64  # input shapes one node remembers (a dynamic-shape model cycle
 class ConvState:
     """A FusedConv node's prepared state (ops/registry.py `prepare`), owned by its plan
     step and freed with the session: the node's constant weight and bias, its 1x1
-    weight's packed panels (kernels/pointwise_small.py), and per input shape the
-    geometry and the recorded native job (kernels/launch.py; None: not replayable),
+    weight's packed panels (kernels/conv/pointwise_small.py), and per input shape the
+    geometry and the recorded native job (native/launch.py; None: not replayable),
     which skip the geometry, path rules and job set-up that cost a small conv more
     than its kernel."""
 
@@ -164,7 +164,7 @@ def prepare_conv(consts: tuple[np.ndarray | None, ...], attrs: dict) -> ConvStat
 
 def _replay(r: Replay, x: np.ndarray, z: np.ndarray | None) -> np.ndarray | None:
     """The recorded job on new input / residual / output addresses, or None when this
-    call does not fit it (kernels/launch.py Replay.run checks the rest)."""
+    call does not fit it (native/launch.py Replay.run checks the rest)."""
     if x.dtype != F32 or not x.flags.c_contiguous:
         return None
     if (z is None) != (r.slots[2] < 0):

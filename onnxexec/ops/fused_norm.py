@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.kernels.norms import layer_norm, layer_norm_reference
+from onnxexec.kernels.math.norms import layer_norm, layer_norm_reference
 from onnxexec.ops.registry import op
 
 D = "onnxexec"

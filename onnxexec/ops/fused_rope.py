@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.kernels.rope import rope, rope_reference
+from onnxexec.kernels.attn.rope import rope, rope_reference
 from onnxexec.ops.registry import op
 
 F32 = np.dtype(np.float32)

@@ -1,7 +1,7 @@
 """Ops in the 'onnxexec' domain that GGUF LLM graphs need and ONNX lacks.
 
 Activations are float32 (T, width) matrices; quantized weights are QWeight objects
-prepared once at load (onnxexec.kernels.qmatmul), float weights plain arrays.
+prepared once at load (onnxexec.kernels.quant.qmatmul), float weights plain arrays.
 The arithmetic follows ggml's CPU kernels (ggml/src/ggml-cpu/ops.cpp, vec.h) where
 the order or precision of operations is visible in the results, so that logits track
 llama.cpp's closely; each handler's docstring names the ggml function it mirrors.
@@ -13,13 +13,13 @@ import math
 
 import numpy as np
 
-from onnxexec.kernels.attention import kv_attention
-from onnxexec.kernels.ggml_dot_f16 import ggml_dot_float
-from onnxexec.kernels.ggml_math import gelu_f16_table, rope_cache, rope_rotate, silu_mul
-from onnxexec.kernels.ggml_math import rms_norm as ggml_rms_norm
-from onnxexec.kernels.ggml_math import softcap as softcap_kernel
-from onnxexec.kernels.qmatmul import QWeight, qembedding, qmatmul
-from onnxexec.kernels.qtypes import F32
+from onnxexec.kernels.attn.attention import kv_attention
+from onnxexec.kernels.math.ggml_math import gelu_f16_table, rope_cache, rope_rotate, silu_mul
+from onnxexec.kernels.math.ggml_math import rms_norm as ggml_rms_norm
+from onnxexec.kernels.math.ggml_math import softcap as softcap_kernel
+from onnxexec.kernels.quant.ggml_dot_f16 import ggml_dot_float
+from onnxexec.kernels.quant.qmatmul import QWeight, qembedding, qmatmul
+from onnxexec.kernels.quant.qtypes import F32
 from onnxexec.ops.registry import op
 
 D = "onnxexec"
@@ -89,7 +89,7 @@ def rope(
     style 'norm' rotates adjacent pairs (x[2i], x[2i+1]) (GGUF llama: Q/K rows were
     permuted at conversion for this), 'neox' rotates (x[i], x[i + n/2]); dims >= n_dims
     pass through. Angles theta_i = freq_scale * p * base^(-2i/n_dims), computed and
-    applied with ggml's rounding (kernels/ggml_math.py).
+    applied with ggml's rounding (kernels/math/ggml_math.py).
     """
     if style not in ("norm", "neox"):
         raise ValueError(f"unknown RoPE style '{style}'")
@@ -129,7 +129,7 @@ def kv_attention_op(
     q is first multiplied by q_scale (gemma3 scales Q before attention), the scores by
     `scale` (default 1/sqrt(Dh)). kv_f16=1 stores k/v rounded to half precision and
     computes the rest as ggml does with llama.cpp's default F16 KV cache, bit for bit
-    (kernels/attention.py).
+    (kernels/attn/attention.py).
     """
     p = int(pos)
     T = q.shape[0]

@@ -1,5 +1,5 @@
 """The one-token (T = 1, decode) path of the fused decoder ops of ops/llm_fused.py: one
-compiled call per op (kernels/llm_decode.py) on weight groups whose kernel arguments
+compiled call per op (kernels/attn/llm_decode.py) on weight groups whose kernel arguments
 and buffers are gathered once and reused every token.
 
 Each function returns the op's output, or None when the fast path does not apply (the
@@ -19,14 +19,21 @@ from typing import Any
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels import ggml_simd, ggml_simd_k
-from onnxexec.kernels import qtypes as qt
-from onnxexec.kernels.attend_one import PAR_MIN_ATTN
-from onnxexec.kernels.ggml_dot import simd_ok
-from onnxexec.kernels.lanes import pick
-from onnxexec.kernels.llm_decode import N_CHUNKS, PARALLEL, attn_one, ffn_one, norm_dot_one, ready
-from onnxexec.kernels.llm_decode_mt import attn_region, control, ffn_region, post
-from onnxexec.kernels.qmatmul import BLAS_MIN_T, QWeight
+from onnxexec.kernels.attn.attend_one import PAR_MIN_ATTN
+from onnxexec.kernels.attn.llm_decode import (
+    N_CHUNKS,
+    PARALLEL,
+    attn_one,
+    ffn_one,
+    norm_dot_one,
+    ready,
+)
+from onnxexec.kernels.attn.llm_decode_mt import attn_region, control, ffn_region, post
+from onnxexec.kernels.math.lanes import pick
+from onnxexec.kernels.quant import ggml_simd, ggml_simd_k
+from onnxexec.kernels.quant import qtypes as qt
+from onnxexec.kernels.quant.ggml_dot import simd_ok
+from onnxexec.kernels.quant.qmatmul import BLAS_MIN_T, QWeight
 from onnxexec.ops.contention import free_cores
 
 _NO_X8 = np.zeros((1, 32), np.int8)
@@ -49,7 +56,7 @@ def all_simd(ws: tuple[Any, ...], t_rows: int, mode: str) -> bool:
 
 
 def group(ws: tuple[Any, ...]) -> tuple:
-    """The flat argument tuple of one weight group for kernels/llm_decode.py: what
+    """The flat argument tuple of one weight group for kernels/attn/llm_decode.py: what
     simd_dot_many gathers and quantizes for T = 1 (one Q8_K set for both K types,
     rows4 = 0), gathered once, with its own buffers."""
     k = ws[0].shape[1]

@@ -9,7 +9,7 @@ chain it replaces computes (ops/llm.py), bit for bit:
 Why: one token of a small model is hundreds of tiny ops; fused, a layer is two
 executor steps, the activations are quantized once per matmul input (not once per
 weight), weights fused by qmatmul.fuse_rows (Q|K|V, gate|up) run as one kernel, and
-for T = 1 the glue between the matmuls runs in serial kernels (kernels/llm_fused.py)
+for T = 1 the glue between the matmuls runs in serial kernels (kernels/attn/llm_fused.py)
 instead of numpy temporaries and thread-pool wake-ups, all of an op in one compiled
 call (ops/llm_decode.py). Prompt processing (T > 1) composes the ops/llm.py
 handlers, around the same fused matmuls.
@@ -22,11 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from onnxexec.kernels.actquant import quantize_act, quantize_act8
-from onnxexec.kernels.attention import ggml_n_kv
-from onnxexec.kernels.ggml_dot import simd_dot_many
-from onnxexec.kernels.ggml_dot_k import K_TYPES as K_SIMD_TYPES
-from onnxexec.kernels.llm_fused import (
+from onnxexec.kernels.attn.attention import ggml_n_kv
+from onnxexec.kernels.attn.llm_fused import (
     ATTEND_ONE,
     norm_quant,
     norm_quant8,
@@ -34,7 +31,10 @@ from onnxexec.kernels.llm_fused import (
     swiglu_quant,
     swiglu_quant8,
 )
-from onnxexec.kernels.qmatmul import QWeight, int8_path, qmatmul_q
+from onnxexec.kernels.quant.actquant import quantize_act, quantize_act8
+from onnxexec.kernels.quant.ggml_dot import simd_dot_many
+from onnxexec.kernels.quant.ggml_dot_k import K_TYPES as K_SIMD_TYPES
+from onnxexec.kernels.quant.qmatmul import QWeight, int8_path, qmatmul_q
 from onnxexec.ops.llm import gated_act, kv_attention_op, q_matmul, rms_norm, rope
 from onnxexec.ops.llm_decode import (
     PAR_MIN_ATTN,
@@ -229,7 +229,7 @@ def _attend_one_token(
     window,
     softcap,
 ) -> np.ndarray:
-    """RoPE + cache write + attention of one token (kernels/llm_fused.py) into a
+    """RoPE + cache write + attention of one token (kernels/attn/llm_fused.py) into a
     (1, H*Dh), from q, k, v at columns offs of qkv (1, *)."""
     width = a.shape[1]
     qr = np.empty(width, np.float32)

@@ -108,11 +108,11 @@ def check_post_transform(name: str, op: str) -> None:
 
 def transform_scores(scores: np.ndarray, post_transform: str) -> np.ndarray:
     """Apply `post_transform` to a (N, C) matrix of C >= 2 scores per row (a new array
-    unless NONE). float32 scores go through the compiled kernels.ml_scores version."""
+    unless NONE). float32 scores go through the compiled kernels.ml.ml_scores version."""
     if post_transform == "NONE":
         return scores
     if scores.dtype == np.float32 and scores.ndim == 2:
-        from onnxexec.kernels.ml_scores import transform_rows
+        from onnxexec.kernels.ml.ml_scores import transform_rows
 
         out = np.array(scores, order="C")
         transform_rows(out, POST_TRANSFORMS.index(post_transform))

@@ -84,7 +84,7 @@ def linear_classifier(
         raise ValueError(
             f"LinearClassifier: {n_targets} score columns but {m.labels.shape[0]} class labels"
         )
-    from onnxexec.kernels.ml_scores import linear_classify
+    from onnxexec.kernels.ml.ml_scores import linear_classify
 
     s, best = linear_classify(
         rows if rows.dtype == np.float32 else rows.astype(np.float32),

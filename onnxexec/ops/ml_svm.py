@@ -16,7 +16,7 @@ from typing import Final
 
 import numpy as np
 
-from onnxexec.kernels.ml_svm import KERNELS, LINEAR, kernel_values, svc_scores, svr_scores
+from onnxexec.kernels.ml.ml_svm import KERNELS, LINEAR, kernel_values, svc_scores, svr_scores
 from onnxexec.ops.ml_common import (
     as_rows,
     check_post_transform,

@@ -16,7 +16,7 @@ from onnxexec.ops.ml_common import memo
 from onnxexec.ops.registry import op
 
 ML: Final = "ai.onnx.ml"
-# kernels.ml_scores' NORM_MAX, NORM_L1, NORM_L2 (a test checks they agree). That module
+# kernels.ml.ml_scores' NORM_MAX, NORM_L1, NORM_L2 (a test checks they agree). That module
 # is numba, imported by the handlers that call it: a model whose ops are all numpy (a
 # LinearRegressor) then never loads numba (~60 MB of what would be a ~47 MB process).
 # Normalizer and Scaler stay compiled: one call per op. On numpy they took 4-6 calls,
@@ -111,7 +111,7 @@ def normalizer(x: np.ndarray, *, norm: str = "MAX") -> np.ndarray:
         raise ValueError(f"Normalizer: norm must be MAX, L1 or L2, got '{norm}'")
     rows = x.reshape(1, -1) if x.ndim == 1 else x
     v = rows if rows.dtype == np.float32 else rows.astype(np.float32)
-    from onnxexec.kernels.ml_scores import normalize
+    from onnxexec.kernels.ml.ml_scores import normalize
 
     return normalize(v, kind).reshape(x.shape)
 
@@ -127,7 +127,7 @@ def scaler(
     for name, a in (("offset", off), ("scale", sc)):
         if a.size not in (1, c):
             raise ValueError(f"Scaler: {name} has {a.size} values for {c} features")
-    from onnxexec.kernels.ml_scores import scale_rows
+    from onnxexec.kernels.ml.ml_scores import scale_rows
 
     return scale_rows(v, off, sc)
 

@@ -1,7 +1,7 @@
 """ai.onnx.ml tree ensembles: TreeEnsembleRegressor, TreeEnsembleClassifier, TreeEnsemble.
 
 Trees are flattened once (ml_tree_build) and walked by the numba kernel in
-kernels/trees.py; ml_tree_scores turns the summed leaf weights into outputs.
+kernels/ml/trees.py; ml_tree_scores turns the summed leaf weights into outputs.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from onnxexec.kernels.trees import AVERAGE, MAX, MIN, SUM, Forest, predict_forest
+from onnxexec.kernels.ml.trees import AVERAGE, MAX, MIN, SUM, Forest, predict_forest
 from onnxexec.ops.ml_common import (
     as_rows,
     check_post_transform,

@@ -1,4 +1,4 @@
-"""Flatten tree-ensemble attributes into a kernels.trees.Forest, once per model.
+"""Flatten tree-ensemble attributes into a kernels.ml.trees.Forest, once per model.
 
 Handlers call `cached_forest(build, *attrs)` (ml_common.memo): the plan binds the
 same attribute objects to every run, so a cache keyed on their identities makes
@@ -12,7 +12,7 @@ from typing import Final
 
 import numpy as np
 
-from onnxexec.kernels.trees import LEAF, MEMBER, Forest
+from onnxexec.kernels.ml.trees import LEAF, MEMBER, Forest
 from onnxexec.ops.ml_common import memo
 
 _MODES: Final = {

@@ -4,15 +4,15 @@ Averaging, base values, binary classification with one weight column and post
 transforms follow onnxruntime's tree_ensemble_aggregator.h, which the ONNX-ML spec
 leaves open. A target or class no reached leaf (or base value) scored reads as 0,
 as onnxruntime's ScoreValue does. Walking the trees and scoring the rows is one
-compiled call (kernels/tree_scores.py: predict_targets, predict_classes).
+compiled call (kernels/ml/tree_scores.py: predict_targets, predict_classes).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.kernels.tree_scores import predict_classes, predict_targets
-from onnxexec.kernels.trees import Forest
+from onnxexec.kernels.ml.tree_scores import predict_classes, predict_targets
+from onnxexec.kernels.ml.trees import Forest
 from onnxexec.ops.ml_common import POST_TRANSFORMS
 
 _NO_BASE = np.zeros(0, np.float32)

@@ -5,7 +5,7 @@ vectorized elementwise op over every output position (no per-pixel Python loops)
 
 NaN in a max pool window: the result is NaN (and Indices points at the window's first
 NaN), as np.maximum / np.max and onnx's reference implementation compute it, on every
-path (this numpy one, kernels/pool2d.py's numba loops and its native pool job).
+path (this numpy one, kernels/conv/pool2d.py's numba loops and its native pool job).
 onnxruntime's CPU kernels skip NaN instead; a NaN never silently becomes a number here.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from onnxexec.kernels import pool2d
+from onnxexec.kernels.conv import pool2d
 from onnxexec.ops import _window as win
 from onnxexec.ops.registry import op
 

@@ -90,7 +90,7 @@ def _trailing_sum(
     nd = data.ndim
     if axes != tuple(range(nd - len(axes), nd)) or not data.flags.c_contiguous:
         return None
-    from onnxexec.kernels.reduce import sum_rows
+    from onnxexec.kernels.math.reduce import sum_rows
 
     # math.prod, not np.prod: right after a conv job numpy's first calls run on a
     # cache the job evicted (~10 us each measured in-model), plain ints don't

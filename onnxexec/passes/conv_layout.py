@@ -1,6 +1,6 @@
 """ORT_ENABLE_ALL layout pass: constant KxK conv weights stored "OHWI" for the
-direct, tap-GEMM and im2row conv kernels (kernels/conv_direct.py,
-kernels/conv_taps.py, kernels/conv_rows.py).
+direct, tap-GEMM and im2row conv kernels (kernels/conv/conv_direct.py,
+kernels/conv/conv_taps.py, kernels/conv/conv_rows.py).
 
 The weight keeps its name, shape (M, Cg, KH, KW) and values: only its memory order
 changes (an (M, KH, KW, Cg) C-contiguous array seen through a transposed view), so
@@ -36,9 +36,9 @@ def _wants_taps(n: Node, facts: dict, ed: GraphEditor) -> bool:
     group = n.attrs.get("group", 1)
     if not isinstance(ow, int) or not isinstance(group, int) or group < 1:
         return False
-    from onnxexec.kernels.conv_direct import use_direct
-    from onnxexec.kernels.conv_rows import use_rows
-    from onnxexec.kernels.conv_taps import use_taps
+    from onnxexec.kernels.conv.conv_direct import use_direct
+    from onnxexec.kernels.conv.conv_rows import use_rows
+    from onnxexec.kernels.conv.conv_taps import use_taps
 
     rows = isinstance(oh, int) and use_rows(cg, m // group, oh * ow, kh, kw)
     if rows or use_taps(cg, ow, kh, kw):
@@ -56,7 +56,7 @@ def conv_layout(g: Graph) -> Graph:
     """`g` with the weights of tap-path FusedConvs stored OHWI (same name and values)."""
     if not any(n.domain == D and n.op_type == "FusedConv" for n in g.nodes):
         return g  # and the conv kernels (numba) stay unimported
-    from onnxexec.kernels.conv_taps import ohwi, to_ohwi
+    from onnxexec.kernels.conv.conv_taps import ohwi, to_ohwi
 
     facts = facts_of(g)
     ed = GraphEditor(g)

@@ -2,7 +2,7 @@
 memory instead of one per op).
 
 A node joins the chain of its single consumer when that consumer is elementwise too
-(kernels.ewise.OPS: arithmetic, Max / Min of two, Neg, Abs, Relu, Sigmoid, Tanh, Exp,
+(kernels.math.ewise.OPS: arithmetic, Max / Min of two, Neg, Abs, Relu, Sigmoid, Tanh, Exp,
 Sqrt, Reciprocal, Erf) and its output is read nowhere else. Scalar constants become
 program constants; every other input is read with numpy broadcasting. Chains of one
 node are left alone.
@@ -11,7 +11,7 @@ node are left alone.
 from __future__ import annotations
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.kernels.ewise_ops import BINARY, OPS
+from onnxexec.kernels.math.ewise_ops import BINARY, OPS
 from onnxexec.passes._editor import GraphEditor
 from onnxexec.passes._patterns import facts_of, is_float32
 

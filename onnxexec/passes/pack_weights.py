@@ -1,5 +1,5 @@
 """ORT_ENABLE_ALL layout pass: the constant weights of FusedMatMul / FusedMatMulGroup
-packed once for kernels/sgemm_packed.py (as onnxruntime's MLAS packs MatMul weights at
+packed once for kernels/linalg/sgemm_packed.py (as onnxruntime's MLAS packs MatMul weights at
 session creation), so no call repacks them the way BLAS does.
 
 A 2-D float32 weight W (K, N) (transB folded in) becomes its packed (ceil(N/NR), K, NR)
@@ -130,7 +130,7 @@ def pack_weights(g: Graph) -> Graph:
     todo = [(n, w) for n in ed.nodes if (w := _packable(ed, n)) is not None]
     if not todo:
         return g  # the kernel module (numba) is then never imported
-    from onnxexec.kernels import sgemm_packed
+    from onnxexec.kernels.linalg import sgemm_packed
 
     if not sgemm_packed.AVAILABLE or not (sgemm_packed.AVX512 or force == "1"):
         return g

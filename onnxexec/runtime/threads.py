@@ -49,7 +49,7 @@ def set_threads(n: int, blas_threads: int | None = None) -> int:
     """Use `n` threads for BLAS and numba (0 = all cores). Returns the count in effect.
 
     Process-wide, like onnxruntime's global thread pools when sessions share one.
-    `blas_threads` overrides the BLAS count: the fused kernels (kernels/parallel.py)
+    `blas_threads` overrides the BLAS count: the fused kernels (native/parallel.py)
     split work across their own `n` threads and want single-threaded BLAS inside.
     """
     global _limiter, _blas_count, _pending
@@ -80,7 +80,7 @@ def set_threads(n: int, blas_threads: int | None = None) -> int:
 def _set_numba_threads(n: int) -> int:
     import numba
 
-    from onnxexec.kernels import parallel
+    from onnxexec.native import parallel
 
     # numba.config sets its NUMBA_* attributes at import (no stub declares them)
     n = min(n, numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
@@ -100,7 +100,7 @@ def _numba_cap() -> int:
 
 def _size_pool(n: int) -> None:
     # the kernel pool needs no numba (kernels/objload): size it once it is imported
-    par = sys.modules.get("onnxexec.kernels.parallel")
+    par = sys.modules.get("onnxexec.native.parallel")
     if par is not None:
         par.set_num_threads(n)
 
@@ -132,13 +132,13 @@ when_imported("numba", _numba_imported)
 
 
 def begin_run() -> Any:
-    """kernels/parallel.py's begin_run once its pool exists (a no-op before: a model
+    """native/parallel.py's begin_run once its pool exists (a no-op before: a model
     that loads no kernel module has no pool, and importing it here would pull in
     numba). Pass the result to end_run."""
-    par = sys.modules.get("onnxexec.kernels.parallel")
+    par = sys.modules.get("onnxexec.native.parallel")
     return par.begin_run() if par is not None else None
 
 
 def end_run(run: Any) -> None:
     if run is not None:
-        sys.modules["onnxexec.kernels.affinity"].end_run(run)
+        sys.modules["onnxexec.native.affinity"].end_run(run)

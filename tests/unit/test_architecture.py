@@ -31,8 +31,8 @@ ALLOWED: dict[str, set[str]] = {
     "ops": {"ir", "kernels", *BOTTOM},
     "ir": {*BOTTOM},
     "passes": {"ir", "ops", "kernels", *BOTTOM},
-    # ggml_types reads the quant block tables (kernels/qtypes.py is data, no numba)
-    "loaders": {"ir", "kernels.qtypes", *BOTTOM},
+    # ggml_types reads the quant block tables (kernels/quant/qtypes.py is data, no numba)
+    "loaders": {"ir", "kernels.quant.qtypes", *BOTTOM},
     "runtime": {"ir", "loaders", "passes", "ops", "kernels", *BOTTOM},
     # LLMs are IR graphs planned and run by the runtime, with their own fused kernels
     "llm": {"runtime", "passes", "ops", "kernels", "ir", "loaders", *BOTTOM},
@@ -67,7 +67,7 @@ def _onnxexec_imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # `from onnxexec.kernels import qtypes` counts as onnxexec.kernels.qtypes
+            # `from onnxexec.kernels import qtypes` counts as onnxexec.kernels.quant.qtypes
             names = [f"{node.module}.{a.name}" for a in node.names]
         found.update(n.removeprefix("onnxexec.") for n in names if n.startswith("onnxexec."))
     return found
@@ -144,10 +144,10 @@ def test_checker_sees_a_violation() -> None:
     assert not _allowed("passes", "runtime.plan")
     assert _allowed("passes", "ops.registry")
     assert _allowed("runtime", "passes.pipeline")
-    assert _allowed("loaders", "kernels.qtypes")
-    assert not _allowed("loaders", "kernels.q4")
+    assert _allowed("loaders", "kernels.quant.qtypes")
+    assert not _allowed("loaders", "kernels.quant.q4")
     assert not _allowed("runtime", "llm.model")
-    assert not _allowed("cli", "kernels.parallel")
+    assert not _allowed("cli", "native.parallel")
     assert not _allowed("errors", "ir.graph")
     assert _layer(PKG / "errors.py") == "errors"
     assert _layer(PKG / "passes" / "dce.py") == "passes"

@@ -18,7 +18,7 @@ Record file format (version 3), little-endian:
     the rest      the overload's ELF object code, exactly header["code_size"] bytes
 
 Header fields, all required:
-    kernel        the kernel's qualified name ("onnxexec.kernels.ml_scores._linear")
+    kernel        the kernel's qualified name ("onnxexec.kernels.ml.ml_scores._linear")
     key           repr() of its call key (argkey.call_key, or ("cfunc",))
     config        the dict `config()` returns for the writing process
     name          the Python-visible name of the compiled function

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.kernels import qtypes as q
+from onnxexec.kernels.quant import qtypes as q
 
 
 def fma(a, b, c):

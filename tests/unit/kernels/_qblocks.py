@@ -11,7 +11,7 @@ from __future__ import annotations
 import gguf
 import numpy as np
 
-from onnxexec.kernels import qtypes as q
+from onnxexec.kernels.quant import qtypes as q
 
 # byte offsets of the half-precision scale fields inside one block (ggml-common.h)
 SCALE_FIELDS: dict[int, tuple[int, ...]] = {

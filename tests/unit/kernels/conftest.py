@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from onnxexec.kernels import parallel
+from onnxexec.native import parallel
 
 
 @pytest.fixture(params=[1, 2, 3], ids=["1thread", "2threads", "3threads"])
 def threads(request):
-    """Run the test with kernels/parallel.py's pool at 1, 2 and 3 threads."""
+    """Run the test with native/parallel.py's pool at 1, 2 and 3 threads."""
     old = parallel.num_threads()
     parallel.set_num_threads(request.param)
     yield request.param

@@ -20,13 +20,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onnxexec.kernels import conv2d as conv2d_mod
-from onnxexec.kernels import direct_job, isa, parallel
-from onnxexec.kernels.conv2d import conv2d
-from onnxexec.kernels.conv_taps import to_ohwi
-from onnxexec.kernels.pool2d import avg_pool2d, max_pool2d
+from onnxexec.kernels import isa
+from onnxexec.kernels.conv import conv2d as conv2d_mod
+from onnxexec.kernels.conv import direct_job
+from onnxexec.kernels.conv.conv2d import conv2d
+from onnxexec.kernels.conv.conv_taps import to_ohwi
+from onnxexec.kernels.conv.pool2d import avg_pool2d, max_pool2d
+from onnxexec.native import parallel
 from tests.unit.kernels._guard import guarded
-from tests.unit.kernels.test_conv_taps import _reference
+from tests.unit.kernels.conv.test_conv_taps import _reference
 
 REPO = Path(__file__).resolve().parents[3]
 PATHS = (
@@ -180,17 +182,17 @@ _TABLE = textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from onnxexec.kernels import parallel
-    from onnxexec.kernels.conv2d import conv2d
-    from onnxexec.kernels.depthwise import depthwise2d_fused
-    from onnxexec.kernels.gemm import linear, linear_packed
-    from onnxexec.kernels.mha import attention
-    from onnxexec.kernels.pool2d import avg_pool2d, max_pool2d
-    from onnxexec.kernels import qtypes as qt
-    from onnxexec.kernels import sgemm_packed
-    from onnxexec.kernels.actquant import quantize_act
-    from onnxexec.kernels.attention import kv_attention
-    from onnxexec.kernels.qmatmul import prepare_weight, qmatmul, qmatmul_q
+    from onnxexec.native import parallel
+    from onnxexec.kernels.conv.conv2d import conv2d
+    from onnxexec.kernels.conv.depthwise import depthwise2d_fused
+    from onnxexec.kernels.linalg.gemm import linear, linear_packed
+    from onnxexec.kernels.attn.mha import attention
+    from onnxexec.kernels.conv.pool2d import avg_pool2d, max_pool2d
+    from onnxexec.kernels.quant import qtypes as qt
+    from onnxexec.kernels.linalg import sgemm_packed
+    from onnxexec.kernels.quant.actquant import quantize_act
+    from onnxexec.kernels.attn.attention import kv_attention
+    from onnxexec.kernels.quant.qmatmul import prepare_weight, qmatmul, qmatmul_q
 
     parallel.set_num_threads(2)
     f = lambda *s: np.ones(s, dtype=np.float32)
@@ -328,10 +330,10 @@ def test_products_and_attention_read_only_their_buffers(threads):
     """Operands, bias and mask each between guard pages (end-aligned), sized to take
     the native pool paths at 2 threads: matmul, packed matmul, attention, KV-cache
     attention, against float64 numpy."""
-    from onnxexec.kernels import sgemm_packed
-    from onnxexec.kernels.attention import kv_attention
-    from onnxexec.kernels.gemm import linear, linear_packed
-    from onnxexec.kernels.mha import attention, attention_reference
+    from onnxexec.kernels.attn.attention import kv_attention
+    from onnxexec.kernels.attn.mha import attention, attention_reference
+    from onnxexec.kernels.linalg import sgemm_packed
+    from onnxexec.kernels.linalg.gemm import linear, linear_packed
 
     old = parallel.num_threads()
     parallel.set_num_threads(threads)

@@ -9,14 +9,14 @@ import math
 import numpy as np
 import pytest
 
-from onnxexec.kernels import parallel
 from onnxexec.kernels.activation_kinds import ACT
-from onnxexec.kernels.activations import epilogue, epilogue_reference
-from onnxexec.kernels.conv2d import conv2d
-from onnxexec.kernels.gemm import batched, linear
-from onnxexec.kernels.mha import attention, attention_reference
-from onnxexec.kernels.norms import layer_norm, layer_norm_reference
-from onnxexec.kernels.vmath import erf32, exp_row, tanh32
+from onnxexec.kernels.attn.mha import attention, attention_reference
+from onnxexec.kernels.conv.conv2d import conv2d
+from onnxexec.kernels.linalg.gemm import batched, linear
+from onnxexec.kernels.math.activations import epilogue, epilogue_reference
+from onnxexec.kernels.math.norms import layer_norm, layer_norm_reference
+from onnxexec.kernels.math.vmath import erf32, exp_row, tanh32
+from onnxexec.native import parallel
 
 
 def _rand(*shape, seed=0, scale=1.0):

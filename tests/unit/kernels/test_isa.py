@@ -22,7 +22,11 @@ _PROBE = """
 import json
 import numba
 import numpy as np
-from onnxexec.kernels import direct_job, dw_asm, ggml_simd, ggml_simd_attn, isa, sgemm_packed
+from onnxexec.kernels.conv import direct_job, dw_asm
+from onnxexec.kernels.quant import ggml_simd
+from onnxexec.kernels.attn import ggml_simd_attn
+from onnxexec.kernels import isa
+from onnxexec.kernels.linalg import sgemm_packed
 from onnxexec.kernels.objload import store
 
 

@@ -1,4 +1,4 @@
-"""kernels/launch.py: a FusedConv node's one native job recorded on its first call and
+"""native/launch.py: a FusedConv node's one native job recorded on its first call and
 replayed on later calls with new input / output / residual addresses, checked against
 a float64 numpy conv on every call; the calls that must not replay (a temporary input
 copy, a KxK direct conv's scratch planes, several jobs, an input also read as the
@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onnxexec.kernels import direct_job, parallel
-from onnxexec.kernels.conv2d import conv2d
-from onnxexec.kernels.conv_taps import to_ohwi
-from onnxexec.kernels.launch import Replay, recording
+from onnxexec.kernels.conv import direct_job
+from onnxexec.kernels.conv.conv2d import conv2d
+from onnxexec.kernels.conv.conv_taps import to_ohwi
+from onnxexec.native import parallel
+from onnxexec.native.launch import Replay, recording
 from onnxexec.ops.fused_linear import ConvState, fused_conv, prepare_conv
-from tests.unit.kernels.test_conv_taps import _reference
+from tests.unit.kernels.conv.test_conv_taps import _reference
 
 
 def _rand(*shape, seed=0):

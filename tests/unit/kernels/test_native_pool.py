@@ -1,5 +1,5 @@
-"""The native (GIL-free) job path of kernels/parallel.py and the sgemm it calls
-(kernels/blas.py), against float64 numpy references."""
+"""The native (GIL-free) job path of native/parallel.py and the sgemm it calls
+(kernels/linalg/blas.py), against float64 numpy references."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import threading
 import numpy as np
 import pytest
 
-from onnxexec.kernels import affinity, blas, gemm, parallel
 from onnxexec.kernels.activation_kinds import ACT
-from onnxexec.kernels.activations import epilogue_reference
+from onnxexec.kernels.linalg import blas, gemm
+from onnxexec.kernels.math.activations import epilogue_reference
+from onnxexec.native import affinity, parallel
 
 
 def _rand(*shape, seed=0):

@@ -144,7 +144,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     import numpy as np
-    from onnxexec.kernels import ml_scores
+    from onnxexec.kernels.ml import ml_scores
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((6, 5)).astype(np.float32)

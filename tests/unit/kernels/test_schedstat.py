@@ -1,4 +1,4 @@
-"""kernels/schedstat.py: the core-wait sampler shared by the pool and the decode ops."""
+"""native/schedstat.py: the core-wait sampler shared by the pool and the decode ops."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from onnxexec.kernels.schedstat import CoreWaits
+from onnxexec.native.schedstat import CoreWaits
 
 needs_schedstat = pytest.mark.skipif(
     not os.path.exists("/proc/thread-self/schedstat"), reason="no /proc schedstat here"

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onnxexec.kernels import qmatmul as qm
-from onnxexec.kernels import qtypes as q
-from onnxexec.kernels.dequant import block_geometry
+from onnxexec.kernels.quant import qmatmul as qm
+from onnxexec.kernels.quant import qtypes as q
+from onnxexec.kernels.quant.dequant import block_geometry
 from onnxexec.llm.model import LLM
 from onnxexec.loaders.ggml_types import GGMLType
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from onnxexec.errors import ModelLoadError
-from onnxexec.kernels.dequant import dequantize
+from onnxexec.kernels.quant.dequant import dequantize
 from onnxexec.loaders.ggml_types import BLOCK, GGMLType, row_bytes, tensor_bytes
 from onnxexec.loaders.gguf_reader import read_gguf
 from tests.unit.kernels._qblocks import mismatch_report, random_blocks

@@ -1,4 +1,4 @@
-"""The one-call-per-op decode path (ops/llm_decode.py, kernels/llm_decode.py): taken
+"""The one-call-per-op decode path (ops/llm_decode.py, kernels/attn/llm_decode.py): taken
 when every weight has an AVX2 kernel, bit for bit the unfused op chains of ops/llm.py,
 fresh outputs, the fallback when it does not apply, and the drivers' cache stamp."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnxexec.kernels import llm_decode as kd
-from onnxexec.kernels import qmatmul as qm
-from onnxexec.kernels import qtypes as q
-from onnxexec.kernels.dequant import block_geometry
-from onnxexec.kernels.ggml_dot import simd_ok
+from onnxexec.kernels.attn import llm_decode as kd
+from onnxexec.kernels.quant import qmatmul as qm
+from onnxexec.kernels.quant import qtypes as q
+from onnxexec.kernels.quant.dequant import block_geometry
+from onnxexec.kernels.quant.ggml_dot import simd_ok
 from onnxexec.ops import llm_decode as od
 from onnxexec.ops.llm import gated_act, kv_attention_op, q_matmul, rms_norm, rope
 from onnxexec.ops.llm_fused import attn_block, ffn_block, norm_qmatmul

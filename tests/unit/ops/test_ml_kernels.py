@@ -1,4 +1,4 @@
-"""Compiled kernels of the ai.onnx.ml ops (kernels/ml_scores.py, ml_svm.py, trees.py)
+"""Compiled kernels of the ai.onnx.ml ops (kernels/ml/ml_scores.py, ml_svm.py, trees.py)
 against numpy formulas written out here, plus the handlers' cached fast paths."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnxexec.kernels import ml_scores, ml_svm, tree_scores, trees
+from onnxexec.kernels.ml import ml_scores, ml_svm, tree_scores, trees
 from onnxexec.ops import ml_encoders
 from onnxexec.ops.ml_common import memo, probit
 from onnxexec.ops.ml_tree_build import forest_from_ids

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto as T
 
-from onnxexec.kernels.trees import predict_forest
+from onnxexec.kernels.ml.trees import predict_forest
 from onnxexec.ops import ml_tree
 from onnxexec.ops.ml_tree_build import cached_forest, forest_from_ids
 from tests.unit.ops._ml_helpers import _assert_same, _both, _model, _ti

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnxexec.kernels import parallel, pool2d
+from onnxexec.kernels.conv import pool2d
+from onnxexec.native import parallel
 from onnxexec.ops import _window as win
 from onnxexec.ops.pool import global_max_pool, max_pool, max_pool_numpy
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.kernels import direct_job
-from onnxexec.kernels.conv_taps import ohwi
+from onnxexec.kernels.conv import direct_job
+from onnxexec.kernels.conv.conv_taps import ohwi
 from onnxexec.passes.conv_layout import conv_layout
 from onnxexec.passes.fuse_activation import fuse_activation
 from tests.unit.passes._graphs import assert_same_outputs, graph, node, rand

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnxexec.kernels import sgemm_packed
+from onnxexec.kernels.linalg import sgemm_packed
 from onnxexec.passes import pack_weights as pack_weights_pass
 from onnxexec.passes.fuse_activation import fuse_activation
 from onnxexec.passes.fuse_matmul import fuse_matmul

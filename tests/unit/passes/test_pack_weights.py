@@ -14,7 +14,7 @@ import pytest
 from onnx import numpy_helper
 
 import onnxexec
-from onnxexec.kernels import sgemm_packed
+from onnxexec.kernels.linalg import sgemm_packed
 from onnxexec.loaders.onnx_proto import load_onnx
 from onnxexec.passes import pack_weights as pack_weights_pass
 from onnxexec.passes.fuse_matmul import fuse_matmul

@@ -77,7 +77,7 @@ def test_thread_count_set_before_numba_reaches_the_kernels(tmp_path: Path) -> No
         f"s = onnxexec.InferenceSession({path!r}, so)\n"
         "(y,) = s.run(None, {'x': np.array([[1.0, 3.0]], np.float32)})\n"
         "import numba\n"
-        "from onnxexec.kernels import parallel\n"
+        "from onnxexec.native import parallel\n"
         "print(json.dumps({'y': y.tolist(), 'numba': numba.get_num_threads(),\n"
         "  'pool': parallel.num_threads()}))\n"
     )
@@ -85,14 +85,14 @@ def test_thread_count_set_before_numba_reaches_the_kernels(tmp_path: Path) -> No
 
 
 def test_normalizer_codes_match_the_kernel_module() -> None:
-    from onnxexec.kernels import ml_scores
+    from onnxexec.kernels.ml import ml_scores
     from onnxexec.ops.ml_transforms import _NORMS
 
     assert _NORMS == {"MAX": ml_scores.NORM_MAX, "L1": ml_scores.NORM_L1, "L2": ml_scores.NORM_L2}
 
 
 def test_fusion_pass_op_codes_are_the_kernel_module_s() -> None:
-    from onnxexec.kernels import ewise, ewise_ops
+    from onnxexec.kernels.math import ewise, ewise_ops
 
     assert ewise.OPS is ewise_ops.OPS and ewise.BINARY is ewise_ops.BINARY
 

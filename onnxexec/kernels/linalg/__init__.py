@@ -1,0 +1,9 @@
+"""Dense float32 linear algebra: GEMM, fused epilogues, BLAS, packed SGEMM.
+
+Entry points: `gemm.linear`, `gemm.linear_packed`, `gemm.batched` (y = act(x @ W + b),
+split over the native pool); `sgemm_packed.pack` / `unpack` (the weight layout the
+pack_weights pass produces); `blas` (the cblas_sgemm binding and the pointer / atomic /
+futex intrinsics the other kernels and the native pool use).
+
+No numba import here: the modules use kernels.objload.
+"""

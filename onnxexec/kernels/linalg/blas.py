@@ -1,0 +1,295 @@
+"""numpy's own OpenBLAS sgemm, callable from numba code without the GIL.
+
+numpy wheels ship OpenBLAS with 64-bit integers and prefixed symbols
+(`scipy_cblas_sgemm64_`). Its address is looked up once with ctypes and passed to
+numba kernels as a plain int64 (a ctypes function object inside a kernel would stop
+numba from caching it); `sgemm` below casts it back and calls it. BLAS's thread
+count is still set by threadpoolctl (runtime/threads.py): this is the same library.
+
+Also the atomic helpers the native thread pool (native/parallel.py) builds on.
+`SGEMM` is 0 when the symbol is missing; callers then use np.matmul.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+
+import numpy as np
+from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not loaded
+
+from onnxexec.kernels import objload as nb
+from onnxexec.kernels.activation_kinds import Activation
+from onnxexec.kernels.math.activations import _epilogue
+from onnxexec.kernels.objload import intrinsic, lazy_module
+
+# used inside intrinsic definitions, which run only while numba compiles a kernel
+types = lazy_module("numba.core.types")
+cgutils = lazy_module("numba.core.cgutils")
+
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+
+
+def _find_sgemm() -> int:
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libs, "libscipy_openblas64_*.so*"))):
+        try:
+            fn = ctypes.CDLL(path).scipy_cblas_sgemm64_
+        except (OSError, AttributeError):
+            continue
+        return int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
+    return 0
+
+
+SGEMM: int = _find_sgemm()
+
+_I64 = ir.IntType(64)
+
+
+@intrinsic
+def sgemm(typingctx, fn, tb, m, n, k, a, lda, b, ldb, c, ldc, beta):
+    """Row-major C[m, n] = A[m, k] @ op(B) + beta * C via the cblas function at address
+    `fn`; tb is NO_TRANS or TRANS; a / b / c are addresses (int64)."""
+    sig = types.void(*([types.int64] * 11), types.float32)
+
+    def codegen(context, builder, signature, args):
+        fn, tb, m, n, k, a, lda, b, ldb, c, ldc, beta = args
+        i32, f32, ptr = ir.IntType(32), ir.FloatType(), ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(
+            ir.VoidType(),
+            [i32, i32, i32, _I64, _I64, _I64, f32, ptr, _I64, ptr, _I64, f32, ptr, _I64],
+        )
+        callee = builder.inttoptr(fn, fnty.as_pointer())
+        builder.call(
+            callee,
+            [
+                ir.Constant(i32, ROW_MAJOR),
+                ir.Constant(i32, NO_TRANS),
+                builder.trunc(tb, i32),
+                m,
+                n,
+                k,
+                ir.Constant(f32, 1.0),
+                builder.inttoptr(a, ptr),
+                lda,
+                builder.inttoptr(b, ptr),
+                ldb,
+                beta,
+                builder.inttoptr(c, ptr),
+                ldc,
+            ],
+        )
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def f32_ptr(typingctx, addr):
+    """An int64 address as a float32 pointer (for numba.carray)."""
+    sig = types.CPointer(types.float32)(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], ir.FloatType().as_pointer())
+
+    return sig, codegen
+
+
+@intrinsic
+def i64_ptr(typingctx, addr):
+    """An int64 address as an int64 pointer (for numba.carray)."""
+    sig = types.CPointer(types.int64)(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], _I64.as_pointer())
+
+    return sig, codegen
+
+
+@intrinsic
+def call_span(typingctx, fn, a, fa, s0, s1):
+    """Call the C function at address fn as void fn(int64 *a, double *fa, int64 s0,
+    int64 s1): a native job's span kernel (kernels/span_fns.py), a, fa addresses."""
+    sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(
+            ir.VoidType(), [i64.as_pointer(), ir.DoubleType().as_pointer(), i64, i64]
+        )
+        callee = builder.inttoptr(args[0], fnty.as_pointer())
+        ap = builder.inttoptr(args[1], i64.as_pointer())
+        fp = builder.inttoptr(args[2], ir.DoubleType().as_pointer())
+        builder.call(callee, [ap, fp, args[3], args[4]])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _slot(context, builder, aryty, ary, idx):
+    a = context.make_array(aryty)(context, builder, ary)
+    return cgutils.get_item_pointer(context, builder, aryty, a, [idx])
+
+
+@intrinsic
+def atomic_load(typingctx, arr, idx):
+    """arr[idx] of an int64 array, read atomically (never hoisted out of a loop)."""
+    sig = types.int64(arr, types.intp)
+
+    def codegen(context, builder, signature, args):
+        p = _slot(context, builder, signature.args[0], args[0], args[1])
+        return builder.load_atomic(p, "seq_cst", 8)
+
+    return sig, codegen
+
+
+@intrinsic
+def atomic_store(typingctx, arr, idx, value):
+    """arr[idx] = value, atomically, ordered after every earlier store."""
+    sig = types.void(arr, types.intp, types.int64)
+
+    def codegen(context, builder, signature, args):
+        p = _slot(context, builder, signature.args[0], args[0], args[1])
+        builder.store_atomic(args[2], p, "seq_cst", 8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def atomic_add(typingctx, arr, idx, value):
+    """arr[idx] += value atomically; returns the old value."""
+    sig = types.int64(arr, types.intp, types.int64)
+
+    def codegen(context, builder, signature, args):
+        p = _slot(context, builder, signature.args[0], args[0], args[1])
+        return builder.atomic_rmw("add", p, args[2], "seq_cst")
+
+    return sig, codegen
+
+
+@intrinsic
+def cycles(typingctx):
+    """The CPU time-stamp counter (llvm.readcyclecounter): fixed rate, cheap to read."""
+    sig = types.int64()
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(_I64, [])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.readcyclecounter")
+        return builder.call(fn, [])
+
+    return sig, codegen
+
+
+# ----- the product span a pool thread runs ---------------------------------------
+# Job arguments, as slots of an int64 array (floats in a float64 array beside it).
+# The activation applies to output columns [ACT0, ACT1) only (a grouped product whose
+# outputs differ in activation, e.g. Llama's gate and up projections). ROWB set: the
+# bias is per output row (a 1x1 conv's channels), else per column; Z: the address of
+# a residual added before the activation (M x LDC like OUT), or 0.
+FN, TB, M, N, K, X, LDA, W, LDB, OUT, LDC, BIAS, ACT, AXIS, ACT0, ACT1, ROWB, Z = range(18)
+G_ARGS = 18
+_NO_Z = np.zeros((1, 1), dtype=np.float32)
+
+
+@nb.njit(nogil=True, cache=True)
+def gemm_span(a, fa, i0, i1):
+    """Columns (AXIS 1) or rows (AXIS 0) [i0, i1) of out = x @ op(w), then the bias /
+    activation epilogue on that block. `a` holds the GEMM job's int64 slots (above),
+    fa[0:2] the activation's alpha / beta."""
+    fn, tb, m, n, k = a[FN], a[TB], a[M], a[N], a[K]
+    x, lda, w, ldb, out, ldc = a[X], a[LDA], a[W], a[LDB], a[OUT], a[LDC]
+    if a[AXIS] == 1:
+        boff = i0 * ldb if tb == TRANS else i0
+        sgemm(fn, tb, m, i1 - i0, k, x, lda, w + 4 * boff, ldb, out + 4 * i0, ldc, 0.0)
+        r0, r1, c0, c1 = 0, m, i0, i1
+    else:
+        sgemm(fn, tb, i1 - i0, n, k, x + 4 * i0 * lda, lda, w, ldb, out + 4 * i0 * ldc, ldc, 0.0)
+        r0, r1, c0, c1 = i0, i1, 0, n
+    span_epilogue(a, fa, r0, r1, c0, c1)
+
+
+@nb.njit(nogil=True, cache=True)
+def span_epilogue(a, fa, r0, r1, c0, c1):
+    """The GEMM job's bias / residual / activation on rows [r0, r1) x columns [c0, c1)
+    of OUT."""
+    m, n, out, ldc = a[M], a[N], a[OUT], a[LDC]
+    has_bias, has_z, row_b = a[BIAS] != 0, a[Z] != 0, a[ROWB] != 0
+    if not has_bias and not has_z and a[ACT] == Activation.NONE:
+        return
+    y = nb.carray(f32_ptr(out), (m, ldc))[r0:r1]
+    bias = _NO_Z[0]
+    if has_bias:
+        bias = nb.carray(f32_ptr(a[BIAS]), (m if row_b else n,))
+        if row_b:
+            bias = bias[r0:r1]
+    z = nb.carray(f32_ptr(a[Z]), (m, ldc))[r0:r1] if has_z else _NO_Z
+    # columns [c0, c1) = bias only | bias + activation | bias only
+    lo, hi = max(c0, min(a[ACT0], c1)), max(c0, min(a[ACT1], c1))
+    for s0, s1, code in ((c0, lo, 0), (lo, hi, a[ACT]), (hi, c1, 0)):  # 0: Activation.NONE
+        if s1 > s0 and (has_bias or has_z or code != Activation.NONE):
+            _epilogue(y, s0, s1, bias, has_bias, row_b, z, has_z, code, fa[0], fa[1])
+
+
+def _find_syscall() -> int:
+    """libc's syscall() on x86-64 Linux (for futex waits), else 0."""
+    if os.uname().sysname != "Linux" or os.uname().machine != "x86_64":
+        return 0
+    try:
+        return int(ctypes.cast(ctypes.CDLL(None).syscall, ctypes.c_void_p).value or 0)
+    except (OSError, AttributeError):
+        return 0
+
+
+SYSCALL: int = _find_syscall()
+_SYS_FUTEX, _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 202, 128, 129
+
+
+@intrinsic
+def _futex(typingctx, fn, arr, idx, op, val, timeout):
+    """syscall(SYS_futex, &arr[idx] (low 32 bits), op, val, timeout*) through `fn`."""
+    sig = types.int64(types.int64, arr, types.intp, types.int64, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        fn, ary, idx, op, val, timeout = args
+        p = _slot(context, builder, signature.args[1], ary, idx)
+        fnty = ir.FunctionType(_I64, [_I64, _I64, _I64, _I64, _I64])
+        callee = builder.inttoptr(fn, fnty.as_pointer())
+        return builder.call(
+            callee,
+            [
+                ir.Constant(_I64, _SYS_FUTEX),
+                builder.ptrtoint(p, _I64),
+                op,
+                builder.and_(val, ir.Constant(_I64, 0xFFFFFFFF)),
+                timeout,
+            ],
+        )
+
+    return sig, codegen
+
+
+@nb.njit(nogil=True, cache=True)
+def futex_wait(fn, arr, idx, value, timeout):
+    """Sleep while arr[idx] == value (at most `timeout`, a (sec, nsec) int64 array)."""
+    _futex(fn, arr, idx, _FUTEX_WAIT_PRIVATE, value, timeout.ctypes.data)
+
+
+@nb.njit(nogil=True, cache=True)
+def futex_wake(fn, arr, idx):
+    """Wake every thread sleeping in futex_wait on arr[idx]."""
+    _futex(fn, arr, idx, _FUTEX_WAKE_PRIVATE, 0x7FFFFFFF, 0)
+
+
+@intrinsic
+def atomic_cas(typingctx, arr, idx, expected, value):
+    """arr[idx] = value if it equals `expected` (atomically); whether it did."""
+    sig = types.boolean(arr, types.intp, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        p = _slot(context, builder, signature.args[0], args[0], args[1])
+        pair = builder.cmpxchg(p, args[2], args[3], "seq_cst", "seq_cst")
+        return builder.extract_value(pair, 1)
+
+    return sig, codegen
