@@ -282,13 +282,18 @@ _when_imported("numba.core.caching", _load_without_refresh)
 
 @functools.cache
 def sources_digest() -> str:
-    """sha256 of every kernels/*.py: what a compiled kernel's code depends on."""
-    folder = os.path.dirname(os.path.abspath(__file__))
+    """sha256 of every kernels/**.py (but objload/, the loader) and native/*.py (the
+    pool's numba loop calls kernels' intrinsics): what a compiled kernel depends on."""
+    kernels = os.path.dirname(os.path.abspath(__file__))
+    native = os.path.join(os.path.dirname(kernels), "native")
     digest = hashlib.sha256()
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".py"):
-            with open(os.path.join(folder, name), "rb") as f:
-                digest.update(name.encode() + b"\0" + f.read() + b"\0")
+    for top in (kernels, native):
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d not in ("objload", "__pycache__"))
+            for name in sorted(f for f in files if f.endswith(".py")):
+                rel = os.path.relpath(os.path.join(folder, name), os.path.dirname(kernels))
+                with open(os.path.join(folder, name), "rb") as f:
+                    digest.update(rel.encode() + b"\0" + f.read() + b"\0")
     return digest.hexdigest()
 
 

@@ -171,32 +171,47 @@ def ready() -> None:
     nb.get_num_threads()
 
 
-_KERNELS: Final = os.path.dirname(os.path.abspath(__file__))
-_IMPORT = re.compile(r"^\s*from onnxexec\.kernels(?:\.(\w+))? import (\([^)]*\)|.*)", re.M)
+_KERNELS: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_IMPORT = re.compile(r"^\s*from onnxexec\.(kernels|native)((?:\.\w+)*) import (\([^)]*\)|.*)", re.M)
 
 
-def kernel_sources_hash(module: str = "llm_decode", here: str = _KERNELS) -> bytes:
-    """sha256 of the source of kernels/<module>.py and of every kernel module it
-    imports, directly or not (from onnxexec.kernels[.x] import ... statements)."""
+def _source_path(here: str, name: str) -> str:
+    """kernels/<name>.py; `native.x` is onnxexec/native/x.py (the pool: its loops are
+    compiled into the kernels that call them)."""
+    parts = name.split(".")
+    if parts[0] == "native":
+        return os.path.join(os.path.dirname(here), *parts) + ".py"
+    return os.path.join(here, *parts) + ".py"
+
+
+def kernel_sources_hash(module: str = "attn.llm_decode", here: str = _KERNELS) -> bytes:
+    """sha256 of the source of kernels/<module>.py (module dotted below kernels) and of
+    every module it imports, directly or not, from onnxexec.kernels[.x] or
+    onnxexec.native[.x] (`from onnxexec.kernels.sub import a` imports module sub.a
+    when sub is a folder)."""
     h = hashlib.sha256()
     todo, seen = [module], set()
     while todo:
         name = todo.pop()
-        path = os.path.join(here, name + ".py")
+        path = _source_path(here, name)
         if name in seen or not os.path.exists(path):
             continue
         seen.add(name)
         with open(path, "rb") as f:
             src = f.read()
         h.update(name.encode() + b"\0" + src)
-        for sub, names in _IMPORT.findall(src.decode()):
-            # "from onnxexec.kernels import a, b as c" imports the modules a and b
-            mods = [sub] if sub else names.strip("()").split(",")
-            todo += [m.split()[0] for m in mods if m.strip()]
+        for top, sub, names in _IMPORT.findall(src.decode()):
+            pkg = (sub.lstrip(".") if top == "kernels" else "native" + sub).lstrip(".")
+            if pkg and not os.path.isdir(_source_path(here, pkg)[: -len(".py")]):
+                todo.append(pkg)
+                continue
+            # "from onnxexec.kernels[.sub] import a, b as c" imports the modules a and b
+            mods = [m.split()[0] for m in names.strip("()").split(",") if m.strip()]
+            todo += [f"{pkg}.{m}" if pkg else m for m in mods]
     return h.digest()
 
 
-def stamp_with_kernel_sources(*dispatchers: Any, module: str = "llm_decode") -> None:
+def stamp_with_kernel_sources(*dispatchers: Any, module: str = "attn.llm_decode") -> None:
     """numba's on-disk cache checks the source of a function's own module only, but
     the code it stores for these drivers includes the kernels they call from other
     modules: stamp their cache entries with those modules' sources too, so that

@@ -226,5 +226,5 @@ def attn_region(x, norm_w, k_cache, v_cache, pos, cfg, qr, a, ctl, job, nt,
 
 
 stamp_with_kernel_sources(
-    attn_stages, ffn_stages, _dot_chunk, post, ffn_region, attn_region, module="llm_decode_mt"
+    attn_stages, ffn_stages, _dot_chunk, post, ffn_region, attn_region, module="attn.llm_decode_mt"
 )

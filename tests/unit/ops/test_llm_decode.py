@@ -133,16 +133,25 @@ def test_parallel_products_from_the_serial_driver_equal_serial_ones():
 
 
 def test_driver_cache_stamp_covers_imported_kernel_sources(tmp_path):
-    (tmp_path / "top.py").write_text(
+    kernels = tmp_path / "kernels"
+    (kernels / "sub").mkdir(parents=True)
+    (tmp_path / "native").mkdir()
+    (kernels / "top.py").write_text(
         "from onnxexec.kernels.a import f\nfrom onnxexec.kernels import (\n    b,\n    c as d,\n)\n"
+        "from onnxexec.kernels.sub import g\nfrom onnxexec.kernels.sub.h import k\n"
+        "from onnxexec.native.pool import run\n"
     )
-    for name in "abce":
-        (tmp_path / f"{name}.py").write_text("x = 1\n")
-    before = kd.kernel_sources_hash("top", str(tmp_path))
-    for name, changes in (("a", True), ("b", True), ("c", True), ("e", False)):
-        (tmp_path / f"{name}.py").write_text("x = 2\n")
-        after = kd.kernel_sources_hash("top", str(tmp_path))
-        assert (after != before) == changes, name  # e.py is not imported
+    files = {n: kernels / f"{n}.py" for n in "abce"}
+    files |= {f"sub.{n}": kernels / "sub" / f"{n}.py" for n in "ghi"}
+    files["native.pool"] = tmp_path / "native" / "pool.py"
+    for path in files.values():
+        path.write_text("x = 1\n")
+    before = kd.kernel_sources_hash("top", str(kernels))
+    # e.py and sub/i.py are not imported
+    for name, path in files.items():
+        path.write_text("x = 2\n")
+        after = kd.kernel_sources_hash("top", str(kernels))
+        assert (after != before) == (name not in ("e", "sub.i")), name
         before = after
     # the drivers' cache entries carry it (as of import: the tree may change since)
     stamp = kd.attn_one._cache._cache_file._source_stamp
