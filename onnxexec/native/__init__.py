@@ -7,8 +7,9 @@ without the GIL; each kind's kernel is in kernels/span_fns.py), `parallel.num_th
 node's native jobs once, replay them); `affinity` (CPU pinning), `schedstat.CoreWaits`
 (run-queue waits, how contended the machine is).
 
-May import numpy, the stdlib and the kernels' low-level layer: kernels.objload (numba
-without importing numba), kernels.isa, kernels.linalg.blas (atomics, futex, span call
-intrinsics) and kernels.span_fns (the table of span kernels). Importing this package
-imports no numba.
+May import numpy, the stdlib and the kernels' bottom layer: kernels.objload (numba
+without importing numba), kernels.isa, kernels.intrinsics (atomics, futex, calling a
+span kernel by address), and kernels.span_fns, the table of span kernels: the one edge
+back into the kernel subsystems (tests/unit/test_architecture.py). Importing this
+package imports no numba.
 """

@@ -45,9 +45,9 @@ from itertools import count
 
 import numpy as np
 
+from onnxexec.kernels import intrinsics
 from onnxexec.kernels import objload as nb
-from onnxexec.kernels.linalg import blas
-from onnxexec.kernels.linalg.blas import (
+from onnxexec.kernels.intrinsics import (
     atomic_add,
     atomic_cas,
     atomic_load,
@@ -263,7 +263,7 @@ class Pool:
         self.next_check = 0.0
         self.core_waits = CoreWaits()
         self.ctrl = np.zeros(BOUNDS + MAX_SPANS + 1, dtype=np.int64)
-        self.ctrl[SYSC] = blas.SYSCALL
+        self.ctrl[SYSC] = intrinsics.SYSCALL
         self.ctrl[TICKS] = self.spin_ticks
         self.ctrl[IDLE_TS : IDLE_TS + 2] = (0, 100_000_000)  # an idle worker rechecks every 0.1 s
         self.fctrl = np.zeros(4, dtype=np.float64)

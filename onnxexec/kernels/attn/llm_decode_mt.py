@@ -52,7 +52,7 @@ from onnxexec.kernels.attn.llm_decode import (
     stamp_with_kernel_sources,
 )
 from onnxexec.kernels.attn.llm_fused import rope_store_one, swiglu_quant_into
-from onnxexec.kernels.linalg.blas import atomic_add, atomic_cas, atomic_load, atomic_store
+from onnxexec.kernels.intrinsics import atomic_add, atomic_cas, atomic_load, atomic_store
 from onnxexec.kernels.quant.ggml_simd import COLS
 from onnxexec.kernels.quant.ggml_simd_k import dot_chunk, row_groups
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.linalg import blas
-from onnxexec.kernels.linalg.blas import f32_ptr
 from onnxexec.kernels.math.reduce import LANES, row_max, row_sum
 from onnxexec.kernels.math.vmath import exp_row
 

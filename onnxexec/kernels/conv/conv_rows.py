@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.linalg import blas
-from onnxexec.kernels.linalg.blas import f32_ptr
 
 f32 = np.float32
 U = np.uint64

@@ -56,7 +56,7 @@ from onnxexec.kernels.conv.dw_asm import (
     dw9_s2_run,
     rows_copy,
 )
-from onnxexec.kernels.linalg.blas import f32_ptr
+from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.math.activations import act_row
 
 _BLOCK = 1024  # virtual output elements per block: the accumulator stays in L1

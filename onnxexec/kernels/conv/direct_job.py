@@ -46,8 +46,8 @@ from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not lo
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels import when_imported
 from onnxexec.kernels.activation_kinds import Activation
+from onnxexec.kernels.intrinsics import f32_ptr, i64_ptr
 from onnxexec.kernels.isa import has
-from onnxexec.kernels.linalg.blas import f32_ptr, i64_ptr
 from onnxexec.kernels.math.activations import act_row
 from onnxexec.kernels.objload import intrinsic, jit_disabled, lazy_module
 

@@ -13,8 +13,8 @@ import numpy as np
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.conv.pointwise_packed import cols_for, pointwise_block_span
+from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.linalg import blas, sgemm_packed
-from onnxexec.kernels.linalg.blas import f32_ptr
 from onnxexec.kernels.math.activations import _epilogue
 
 f32 = np.float32

@@ -23,8 +23,8 @@ import numpy as np
 
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activation_kinds import Activation
+from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.linalg import sgemm_packed
-from onnxexec.kernels.linalg.blas import f32_ptr
 from onnxexec.kernels.math.activations import _epilogue
 
 AVAILABLE: Final = sgemm_packed.AVAILABLE

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.kernels import objload as nb
-from onnxexec.kernels.linalg.blas import f32_ptr
+from onnxexec.kernels.intrinsics import f32_ptr
 
 U = np.uint64  # unsigned indices: no negative-index wraparound check in the loops
 

@@ -2,8 +2,8 @@
 
 Entry points: `gemm.linear`, `gemm.linear_packed`, `gemm.batched` (y = act(x @ W + b),
 split over the native pool); `sgemm_packed.pack` / `unpack` (the weight layout the
-pack_weights pass produces); `blas` (the cblas_sgemm binding and the pointer / atomic /
-futex intrinsics the other kernels and the native pool use).
+pack_weights pass produces); `blas` (numpy's OpenBLAS cblas_sgemm, callable without
+the GIL, and the product span the native pool runs).
 
 No numba import here: the modules use kernels.objload.
 """

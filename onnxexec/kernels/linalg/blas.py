@@ -6,7 +6,6 @@ numba kernels as a plain int64 (a ctypes function object inside a kernel would s
 numba from caching it); `sgemm` below casts it back and calls it. BLAS's thread
 count is still set by threadpoolctl (runtime/threads.py): this is the same library.
 
-Also the atomic helpers the native thread pool (native/parallel.py) builds on.
 `SGEMM` is 0 when the symbol is missing; callers then use np.matmul.
 """
 
@@ -21,12 +20,12 @@ from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not lo
 
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activation_kinds import Activation
+from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.math.activations import _epilogue
 from onnxexec.kernels.objload import intrinsic, lazy_module
 
 # used inside intrinsic definitions, which run only while numba compiles a kernel
 types = lazy_module("numba.core.types")
-cgutils = lazy_module("numba.core.cgutils")
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
@@ -85,103 +84,6 @@ def sgemm(typingctx, fn, tb, m, n, k, a, lda, b, ldb, c, ldc, beta):
     return sig, codegen
 
 
-@intrinsic
-def f32_ptr(typingctx, addr):
-    """An int64 address as a float32 pointer (for numba.carray)."""
-    sig = types.CPointer(types.float32)(types.int64)
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], ir.FloatType().as_pointer())
-
-    return sig, codegen
-
-
-@intrinsic
-def i64_ptr(typingctx, addr):
-    """An int64 address as an int64 pointer (for numba.carray)."""
-    sig = types.CPointer(types.int64)(types.int64)
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], _I64.as_pointer())
-
-    return sig, codegen
-
-
-@intrinsic
-def call_span(typingctx, fn, a, fa, s0, s1):
-    """Call the C function at address fn as void fn(int64 *a, double *fa, int64 s0,
-    int64 s1): a native job's span kernel (kernels/span_fns.py), a, fa addresses."""
-    sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64)
-
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        fnty = ir.FunctionType(
-            ir.VoidType(), [i64.as_pointer(), ir.DoubleType().as_pointer(), i64, i64]
-        )
-        callee = builder.inttoptr(args[0], fnty.as_pointer())
-        ap = builder.inttoptr(args[1], i64.as_pointer())
-        fp = builder.inttoptr(args[2], ir.DoubleType().as_pointer())
-        builder.call(callee, [ap, fp, args[3], args[4]])
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-def _slot(context, builder, aryty, ary, idx):
-    a = context.make_array(aryty)(context, builder, ary)
-    return cgutils.get_item_pointer(context, builder, aryty, a, [idx])
-
-
-@intrinsic
-def atomic_load(typingctx, arr, idx):
-    """arr[idx] of an int64 array, read atomically (never hoisted out of a loop)."""
-    sig = types.int64(arr, types.intp)
-
-    def codegen(context, builder, signature, args):
-        p = _slot(context, builder, signature.args[0], args[0], args[1])
-        return builder.load_atomic(p, "seq_cst", 8)
-
-    return sig, codegen
-
-
-@intrinsic
-def atomic_store(typingctx, arr, idx, value):
-    """arr[idx] = value, atomically, ordered after every earlier store."""
-    sig = types.void(arr, types.intp, types.int64)
-
-    def codegen(context, builder, signature, args):
-        p = _slot(context, builder, signature.args[0], args[0], args[1])
-        builder.store_atomic(args[2], p, "seq_cst", 8)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def atomic_add(typingctx, arr, idx, value):
-    """arr[idx] += value atomically; returns the old value."""
-    sig = types.int64(arr, types.intp, types.int64)
-
-    def codegen(context, builder, signature, args):
-        p = _slot(context, builder, signature.args[0], args[0], args[1])
-        return builder.atomic_rmw("add", p, args[2], "seq_cst")
-
-    return sig, codegen
-
-
-@intrinsic
-def cycles(typingctx):
-    """The CPU time-stamp counter (llvm.readcyclecounter): fixed rate, cheap to read."""
-    sig = types.int64()
-
-    def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(_I64, [])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.readcyclecounter")
-        return builder.call(fn, [])
-
-    return sig, codegen
-
-
 # ----- the product span a pool thread runs ---------------------------------------
 # Job arguments, as slots of an int64 array (floats in a float64 array beside it).
 # The activation applies to output columns [ACT0, ACT1) only (a grouped product whose
@@ -230,66 +132,3 @@ def span_epilogue(a, fa, r0, r1, c0, c1):
     for s0, s1, code in ((c0, lo, 0), (lo, hi, a[ACT]), (hi, c1, 0)):  # 0: Activation.NONE
         if s1 > s0 and (has_bias or has_z or code != Activation.NONE):
             _epilogue(y, s0, s1, bias, has_bias, row_b, z, has_z, code, fa[0], fa[1])
-
-
-def _find_syscall() -> int:
-    """libc's syscall() on x86-64 Linux (for futex waits), else 0."""
-    if os.uname().sysname != "Linux" or os.uname().machine != "x86_64":
-        return 0
-    try:
-        return int(ctypes.cast(ctypes.CDLL(None).syscall, ctypes.c_void_p).value or 0)
-    except (OSError, AttributeError):
-        return 0
-
-
-SYSCALL: int = _find_syscall()
-_SYS_FUTEX, _FUTEX_WAIT_PRIVATE, _FUTEX_WAKE_PRIVATE = 202, 128, 129
-
-
-@intrinsic
-def _futex(typingctx, fn, arr, idx, op, val, timeout):
-    """syscall(SYS_futex, &arr[idx] (low 32 bits), op, val, timeout*) through `fn`."""
-    sig = types.int64(types.int64, arr, types.intp, types.int64, types.int64, types.int64)
-
-    def codegen(context, builder, signature, args):
-        fn, ary, idx, op, val, timeout = args
-        p = _slot(context, builder, signature.args[1], ary, idx)
-        fnty = ir.FunctionType(_I64, [_I64, _I64, _I64, _I64, _I64])
-        callee = builder.inttoptr(fn, fnty.as_pointer())
-        return builder.call(
-            callee,
-            [
-                ir.Constant(_I64, _SYS_FUTEX),
-                builder.ptrtoint(p, _I64),
-                op,
-                builder.and_(val, ir.Constant(_I64, 0xFFFFFFFF)),
-                timeout,
-            ],
-        )
-
-    return sig, codegen
-
-
-@nb.njit(nogil=True, cache=True)
-def futex_wait(fn, arr, idx, value, timeout):
-    """Sleep while arr[idx] == value (at most `timeout`, a (sec, nsec) int64 array)."""
-    _futex(fn, arr, idx, _FUTEX_WAIT_PRIVATE, value, timeout.ctypes.data)
-
-
-@nb.njit(nogil=True, cache=True)
-def futex_wake(fn, arr, idx):
-    """Wake every thread sleeping in futex_wait on arr[idx]."""
-    _futex(fn, arr, idx, _FUTEX_WAKE_PRIVATE, 0x7FFFFFFF, 0)
-
-
-@intrinsic
-def atomic_cas(typingctx, arr, idx, expected, value):
-    """arr[idx] = value if it equals `expected` (atomically); whether it did."""
-    sig = types.boolean(arr, types.intp, types.int64, types.int64)
-
-    def codegen(context, builder, signature, args):
-        p = _slot(context, builder, signature.args[0], args[0], args[1])
-        pair = builder.cmpxchg(p, args[2], args[3], "seq_cst", "seq_cst")
-        return builder.extract_value(pair, 1)
-
-    return sig, codegen

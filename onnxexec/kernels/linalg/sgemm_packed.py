@@ -39,9 +39,9 @@ from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not lo
 
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels import when_imported
+from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.isa import has
 from onnxexec.kernels.linalg import blas
-from onnxexec.kernels.linalg.blas import f32_ptr
 from onnxexec.kernels.objload import intrinsic, jit_disabled, lazy_module
 
 # used inside intrinsic definitions, which run only while numba compiles a kernel

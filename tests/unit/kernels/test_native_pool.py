@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 
+from onnxexec.kernels import intrinsics
 from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.linalg import blas, gemm
 from onnxexec.kernels.math.activations import epilogue_reference
@@ -100,7 +101,7 @@ def test_concurrent_callers_share_the_pool() -> None:
         parallel.set_num_threads(old)
 
 
-@pytest.mark.skipif(not blas.SYSCALL, reason="no futex syscall on this platform")
+@pytest.mark.skipif(not intrinsics.SYSCALL, reason="no futex syscall on this platform")
 def test_idle_workers_sleep_on_the_futex_and_wake_for_jobs() -> None:
     """Idle workers sleep in compiled code (the SLEEPERS count); a posted native or
     Python job wakes them and still gets every item done; closing the pool wakes
