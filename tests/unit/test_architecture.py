@@ -25,15 +25,42 @@ MAX_LINES = 600
 # ops and below runtime/llm; the IR core (`ir`) imports none of ops, kernels, passes.
 BOTTOM = {"errors"}  # the exception classes every layer raises
 TOOLS = {"conformance", "benchmark", "as_onnxruntime"}  # what CLI commands wrap
+# kernels/ by subsystem, bottom-up. `kernels` is its top level (isa, bounds, cachedir,
+# intrinsics, the numba setup in __init__); `kernels.objload` runs cached kernels
+# without numba; `native` is the thread pool the kernels post their jobs to, and
+# `kernels.span_fns` the table of the span kernels the pool's workers call.
+KERNEL_RULES: dict[str, set[str]] = {
+    # objload reads the store's folders and digest from the top level, which hooks
+    # objload into numba's import (a function-level import): KNOWN_CYCLES
+    "kernels": {"kernels.objload"},
+    "kernels.objload": {"kernels"},
+    "kernels.ml": {"kernels.objload"},
+    "kernels.math": {"kernels", "kernels.objload", "native"},
+    "kernels.quant": {"kernels", "kernels.math"},
+    "kernels.linalg": {"kernels", "kernels.objload", "kernels.math", "native"},
+    "kernels.conv": {"kernels", "kernels.objload", "kernels.math", "kernels.linalg", "native"},
+    "kernels.attn": {
+        "kernels", "kernels.objload", "kernels.math", "kernels.linalg", "kernels.quant",
+        "native",
+    },
+    "kernels.span_fns": {
+        "kernels", "kernels.objload", "kernels.linalg", "kernels.conv", "kernels.attn",
+    },
+    # the pool: numpy, the stdlib and the bottom layer; its only edge back into the
+    # kernel subsystems is the table of span kernels (KNOWN_CYCLES)
+    "native": {"kernels", "kernels.objload", "kernels.span_fns"},
+}  # fmt: skip
+# layer edges that close a cycle, each a function-level or table lookup
+KNOWN_CYCLES = {("kernels", "kernels.objload"), ("native", "kernels.span_fns")}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
-    "kernels": set(),
-    "ops": {"ir", "kernels", *BOTTOM},
+    **KERNEL_RULES,
+    "ops": {"ir", "kernels", "native", *BOTTOM},
     "ir": {*BOTTOM},
     "passes": {"ir", "ops", "kernels", *BOTTOM},
     # ggml_types reads the quant block tables (kernels/quant/qtypes.py is data, no numba)
     "loaders": {"ir", "kernels.quant.qtypes", *BOTTOM},
-    "runtime": {"ir", "loaders", "passes", "ops", "kernels", *BOTTOM},
+    "runtime": {"ir", "loaders", "passes", "ops", "kernels", "native", *BOTTOM},
     # LLMs are IR graphs planned and run by the runtime, with their own fused kernels
     "llm": {"runtime", "passes", "ops", "kernels", "ir", "loaders", *BOTTOM},
     # tools above the runtime, reached from the CLI
@@ -56,7 +83,20 @@ def _modules() -> list[Path]:
 
 def _layer(path: Path) -> str:
     parts = path.relative_to(PKG).parts
+    if parts[0] == "kernels" and len(parts) > 2:
+        return f"kernels.{parts[1]}"
+    if parts[0] == "kernels" and f"kernels.{path.stem}" in KERNEL_RULES:
+        return f"kernels.{path.stem}"
     return parts[0] if len(parts) > 1 else path.stem
+
+
+def _kernel_layer(target: str) -> str:
+    """The KERNEL_RULES layer of an imported name below onnxexec (else the name)."""
+    parts = target.split(".")
+    if parts[0] != "kernels" or len(parts) == 1:
+        return parts[0]
+    sub = f"kernels.{parts[1]}"
+    return sub if (PKG / "kernels" / parts[1]).is_dir() or sub in KERNEL_RULES else "kernels"
 
 
 def _onnxexec_imports(path: Path) -> set[str]:
@@ -74,6 +114,9 @@ def _onnxexec_imports(path: Path) -> set[str]:
 
 
 def _allowed(layer: str, target: str) -> bool:
+    if layer in KERNEL_RULES:
+        found = _kernel_layer(target)
+        return found == layer or found in KERNEL_RULES[layer]
     own = layer.split(".")[0]
     if target == own or target.startswith(own + "."):
         return True
@@ -115,11 +158,12 @@ def test_dependencies_point_one_way(layer: str) -> None:
 
 
 def test_kernels_import_only_numeric_libraries() -> None:
-    """kernels/ is numba and numpy only (plus llvmlite for intrinsics and the stdlib)."""
+    """kernels/ and native/ are numba and numpy only (plus llvmlite for intrinsics and
+    the stdlib)."""
     third_party = {"numpy", "numba", "llvmlite"}
     bad = set()
     for p in _modules():
-        if _layer(p) != "kernels":
+        if _layer(p) not in KERNEL_RULES:
             continue
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
@@ -132,6 +176,31 @@ def test_kernels_import_only_numeric_libraries() -> None:
                 if top not in sys.stdlib_module_names:
                     bad.add(f"{p.relative_to(PKG)} imports {top}")
     assert not bad, sorted(bad)
+
+
+def test_kernel_layers_form_a_dag() -> None:
+    """Below ops, the kernel subpackages and native/ depend one way once the known
+    cycles' edges are set aside (each such edge must still be allowed)."""
+    assert all(b in KERNEL_RULES[a] for a, b in KNOWN_CYCLES)
+    edges = {a: {b for b in bs if (a, b) not in KNOWN_CYCLES} for a, bs in KERNEL_RULES.items()}
+    done: set[str] = set()
+    while len(done) < len(edges):
+        ready = {a for a, bs in edges.items() if a not in done and bs <= done}
+        assert ready, f"cycle among {sorted(set(edges) - done)}"
+        done |= ready
+
+
+def test_kernel_subpackages_import_no_numba_eagerly() -> None:
+    """A subpackage's __init__ names its entry points and imports nothing: importing
+    one kernel module must not load its neighbours (nor numba)."""
+    inits = [*sorted((PKG / "kernels").glob("*/__init__.py")), PKG / "native" / "__init__.py"]
+    for init in inits:
+        if init.parent.name == "objload":
+            continue
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        assert ast.get_docstring(tree), f"{init.relative_to(PKG)}: say its entry points"
+        imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        assert not imports, f"{init.relative_to(PKG)} imports at package level"
 
 
 def test_checker_sees_a_violation() -> None:
@@ -152,3 +221,12 @@ def test_checker_sees_a_violation() -> None:
     assert _layer(PKG / "errors.py") == "errors"
     assert _layer(PKG / "passes" / "dce.py") == "passes"
     assert _layer(PKG / "ir" / "graph.py") == "ir"
+    assert _layer(PKG / "kernels" / "conv" / "conv2d.py") == "kernels.conv"
+    assert _layer(PKG / "kernels" / "isa.py") == "kernels"
+    assert _allowed("kernels.conv", "native.parallel")
+    assert _allowed("kernels.conv", "kernels.isa")
+    assert not _allowed("kernels.quant", "kernels.conv.conv2d")
+    assert not _allowed("kernels.math", "kernels.linalg.gemm")
+    assert not _allowed("native", "kernels.conv.conv2d")
+    assert not _allowed("kernels", "kernels.conv.conv2d")
+    assert not _allowed("kernels.ml", "ops.registry")
