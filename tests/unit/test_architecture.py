@@ -107,7 +107,7 @@ def _onnxexec_imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # `from onnxexec.kernels import qtypes` counts as onnxexec.kernels.quant.qtypes
+            # `from onnxexec.kernels.quant import qtypes` counts as onnxexec.kernels.quant.qtypes
             names = [f"{node.module}.{a.name}" for a in node.names]
         found.update(n.removeprefix("onnxexec.") for n in names if n.startswith("onnxexec."))
     return found
