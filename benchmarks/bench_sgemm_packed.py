@@ -24,8 +24,9 @@ from functools import partial
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.linalg import gemm, sgemm_packed
-from onnxexec.kernels.math.activations import ACT, epilogue_reference
+from onnxexec.kernels.math.activations import epilogue_reference
 from onnxexec.runtime.threads import set_threads
 
 # (name, M, K, N, activation): the per-layer products at the bench_onnx.py inputs

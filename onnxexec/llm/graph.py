@@ -36,9 +36,9 @@ class GraphOptions:
         lookup table (GGML_GELU_FP16); else float32 formulas.
     matmul_mode: qmatmul mode for quantized weights: "int8" (activations quantized as
         llama.cpp does; also the fastest here), "auto" or "float".
-    fuse: let LLM stack Q|K|V and gate|up weights and run layer-sized fused ops
-        (llm/fusion.py; same results); False keeps one node per op, e.g. to inspect
-        every intermediate value.
+    fuse: let LLM stack Q|K|V and gate|up weights (llm/weights.py) and run this
+        graph's layers as fused ops (passes/llm_blocks.py; same results); False keeps
+        one node per op, e.g. to inspect every intermediate value.
     """
 
     kv_f16: bool = True

@@ -14,11 +14,12 @@ from onnxexec.kernels.quant.dequant import dequantize
 from onnxexec.kernels.quant.qmatmul import BLAS_MIN_T, prepare_weight
 from onnxexec.llm.checks import check_tensors
 from onnxexec.llm.config import ModelConfig, config_from_metadata
-from onnxexec.llm.fusion import fuse_graph, prepare_weights
 from onnxexec.llm.graph import GraphOptions, build_llm_graph
+from onnxexec.llm.weights import prepare_weights
 from onnxexec.loaders.ggml_types import GGMLType
 from onnxexec.loaders.gguf_reader import GGUFFile, GGUFTensor, read_gguf
 from onnxexec.ops.registry import load_families
+from onnxexec.passes.pipeline import fuse_llm
 from onnxexec.runtime.executor import execute
 from onnxexec.runtime.plan import GraphPlan, plan_graph
 from onnxexec.runtime.threads import set_threads
@@ -173,7 +174,7 @@ class LLM:
                 options=self.options,
             )
             if self.options.fuse:
-                g = fuse_graph(g)  # layer-sized ops, exact
+                g = fuse_llm(g)  # the readable graph's layers as fused ops, exact
             # the decoder's ops: planning then imports no other op family (ONNX ones)
             load_families("llm", "llm_fused")
             self._plans[last_only] = plan_graph(g)

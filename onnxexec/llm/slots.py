@@ -28,10 +28,10 @@ import numpy as np
 from onnxexec.kernels.quant import qtypes as qt
 from onnxexec.kernels.quant.qmatmul import QWeight
 from onnxexec.llm.batch_graph import batch_graph
-from onnxexec.llm.fusion import fuse_graph
 from onnxexec.llm.graph import build_llm_graph
 from onnxexec.ops.contention import free_cores
 from onnxexec.ops.registry import load_families
+from onnxexec.passes.pipeline import fuse_llm
 from onnxexec.runtime.executor import execute
 from onnxexec.runtime.plan import GraphPlan, plan_graph
 
@@ -127,7 +127,7 @@ class SlotModel:
                 llm.config, llm.weights, n_ctx=self.n_ctx, last_only=not batch, options=llm.options
             )
             if llm.options.fuse:
-                g = fuse_graph(g)
+                g = fuse_llm(g)
             if batch:
                 g = batch_graph(g, self.n_slots)
             load_families("llm", "llm_fused", "llm_batch")

@@ -147,7 +147,7 @@ class _Cursor:
         than slicing the memoryview, which matters for ~100k vocabulary strings."""
         buf, pos, end = self.buf, self.pos, len(self.buf)
         unpack = _U64.unpack_from
-        out = []
+        out: list[str] = []
         append = out.append
         chunk, o = b"", 0  # chunk = buf[pos - o : ...]; o = pos's offset in it
         for _ in range(n):
@@ -202,7 +202,7 @@ def _check_header(mm: np.ndarray, path: str) -> int:
         raise GGUFError(f"{path}: not a GGUF file (magic {head!r}, expected b'GGUF')")
     if len(mm) < 24:
         raise GGUFError(f"{path}: truncated GGUF file: {len(mm)} bytes, header needs 24")
-    (version,) = struct.unpack_from("<I", mm, 4)
+    (version,) = struct.unpack_from("<I", mm.data, 4)
     if version & 0xFFFF == 0 and version != 0:
         raise GGUFError(f"{path}: big-endian GGUF files are not supported")
     if version not in SUPPORTED_VERSIONS:
@@ -225,7 +225,7 @@ def read_gguf(path: str | os.PathLike[str]) -> GGUFFile:
         raise GGUFError(f"{p}: not a GGUF file (empty)")
     mm = np.memmap(p, dtype=np.uint8, mode="r")
     version = _check_header(mm, p)
-    cur = _Cursor(memoryview(mm), p)
+    cur = _Cursor(mm.data, p)
     cur.pos = 8
     n_tensors = cur.u64("tensor count")
     n_kv = cur.u64("metadata count")

@@ -240,7 +240,7 @@ def _cut_weights(
 
 def _read_file_into(fd: int) -> Callable[[int, np.ndarray], None]:
     def read_into(offset: int, arr: np.ndarray) -> None:
-        view = memoryview(arr.reshape(-1).view(np.uint8))
+        view = arr.reshape(-1).view(np.uint8).data
         while len(view):
             n = os.preadv(fd, [view], offset)
             if n <= 0:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.kernels.math.activations import ACT, epilogue, epilogue_reference
+from onnxexec.kernels.activation_kinds import ACT
+from onnxexec.kernels.math.activations import epilogue, epilogue_reference
 from onnxexec.ops.registry import op
 
 F32 = np.dtype(np.float32)

@@ -10,14 +10,14 @@ Activation names and parameters: kernels.math.activations.ACT ("Clip" alpha/beta
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv.conv2d import conv2d
+from onnxexec.kernels.conv.pointwise_small import Panels
 from onnxexec.kernels.linalg.gemm import batched, linear, linear_packed
 from onnxexec.kernels.linalg.sgemm_packed import unpack
-from onnxexec.kernels.math.activations import ACT, epilogue, epilogue_reference
+from onnxexec.kernels.math.activations import epilogue, epilogue_reference
 from onnxexec.native.launch import Replay, recording
 from onnxexec.ops import _window as win
 from onnxexec.ops.conv import _compute_dtype, _geometry, conv_nd
@@ -131,76 +131,51 @@ def fused_matmul_group(
     return tuple(y[..., edges[i] : edges[i + 1]] for i in range(len(splits)))
 
 
-# Conv geometry by shapes + attributes: computing it costs more than a small conv
-_GEOMETRY: dict[tuple, win.Geometry] = {}
+_MAX_SHAPES = 64  # input shapes one node remembers (a dynamic-shape model cycles them)
 
 
-def _conv_geometry(
-    x: np.ndarray,
-    w: np.ndarray,
-    kernel_shape: tuple[int, ...] | None,
-    strides: tuple[int, ...] | None,
-    dilations: tuple[int, ...] | None,
-    pads: tuple[int, ...] | None,
-    auto_pad: str,
-) -> win.Geometry:
-    key = (x.shape, w.shape, kernel_shape, strides, dilations, pads, auto_pad)
-    g = _GEOMETRY.get(key)
-    if g is None:
-        g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
-        if len(_GEOMETRY) > 1024:
-            _GEOMETRY.clear()
-        _GEOMETRY[key] = g
-    return g
+class ConvState:
+    """A FusedConv node's prepared state (ops/registry.py `prepare`), owned by its plan
+    step and freed with the session: the node's constant weight and bias, its 1x1
+    weight's packed panels (kernels/conv/pointwise_small.py), and per input shape the
+    geometry and the recorded native job (native/launch.py; None: not replayable),
+    which skip the geometry, path rules and job set-up that cost a small conv more
+    than its kernel."""
+
+    __slots__ = ("__weakref__", "b", "geometry", "panels", "replays", "w")
+
+    def __init__(self, w: np.ndarray | None, b: np.ndarray | None) -> None:
+        self.w, self.b = w, b
+        one = w is not None and w.ndim == 4 and w.shape[2:] == (1, 1) and w.dtype == F32
+        self.panels = Panels(w) if one and w is not None else None
+        self.geometry: dict[tuple[tuple[int, ...], tuple[int, ...]], win.Geometry] = {}
+        self.replays: dict[tuple[int, ...], Replay | None] = {}
+
+    def owns(self, w: np.ndarray, b: np.ndarray | None) -> bool:
+        """Whether this call's weight and bias are the plan's constants (replays and
+        panels hold their addresses)."""
+        return w is self.w and b is self.b
 
 
-class _ConvReplay:
-    """A FusedConv node's one native job (native/launch.py) with what it was made
-    for: the node's weight and bias, by weak reference (a replay must not keep a
-    discarded session's weights alive: it goes when its weight goes), and attributes;
-    `run` takes inputs of the recorded shape."""
-
-    __slots__ = ("attrs", "b", "replay", "w")
-
-    def __init__(self, w: np.ndarray, b: np.ndarray | None, attrs: tuple, replay: Replay):
-        self.w, self.b = weakref.ref(w), None if b is None else weakref.ref(b)
-        self.attrs, self.replay = attrs, replay
-
-    def made_for(self, w: np.ndarray, b: np.ndarray | None, attrs: tuple) -> bool:
-        wb = None if self.b is None else self.b()
-        return self.w() is w and wb is b and self.attrs == attrs
-
-    def run(self, x: np.ndarray, z: np.ndarray | None) -> np.ndarray | None:
-        r = self.replay
-        if x.dtype != F32 or not x.flags.c_contiguous:
-            return None
-        if (z is None) != (r.slots[2] < 0):
-            return None
-        if z is not None and (z.dtype != F32 or not z.flags.c_contiguous or z.shape != r.out_shape):
-            return None
-        y = np.empty(r.out_shape, dtype=F32)
-        return y if r.run(x, y, z) else None
+def prepare_conv(consts: tuple[np.ndarray | None, ...], attrs: dict) -> ConvState:
+    """FusedConv's prepare hook: the state for constant W (and B) as planned."""
+    return ConvState(consts[1], consts[2] if len(consts) > 2 else None)
 
 
-def _remember(key: tuple, w: np.ndarray, b: np.ndarray | None, attrs: tuple, r: Replay) -> None:
-    """Store a node's replay; the arrays it keeps alive lose those that are (views of)
-    its weight or bias, which the entry only watches: it is dropped when W is freed."""
-    own = (w,) if b is None else (w, b)
-    r.keep = tuple(
-        a for a in r.keep
-        if isinstance(a, np.ndarray) and not any(np.may_share_memory(a, o) for o in own)
-    )  # fmt: skip
-    _REPLAYS[key] = _ConvReplay(w, b, attrs, r)
-    weakref.finalize(w, _REPLAYS.pop, key, None)
+def _replay(r: Replay, x: np.ndarray, z: np.ndarray | None) -> np.ndarray | None:
+    """The recorded job on new input / residual / output addresses, or None when this
+    call does not fit it (native/launch.py Replay.run checks the rest)."""
+    if x.dtype != F32 or not x.flags.c_contiguous:
+        return None
+    if (z is None) != (r.slots[2] < 0):
+        return None
+    if z is not None and (z.dtype != F32 or not z.flags.c_contiguous or z.shape != r.out_shape):
+        return None
+    y = np.empty(r.out_shape, dtype=F32)
+    return y if r.run(x, y, z) else None
 
 
-# By (id(W), X's shape): replays skip the geometry, path rules and job set-up that
-# cost a small conv more than its kernel (native/launch.py); None: not replayable
-_REPLAYS: dict[tuple[int, tuple[int, ...]], _ConvReplay | None] = {}
-_MAX_REPLAYS = 4096
-
-
-@op("FusedConv", 1, domain=D)
+@op("FusedConv", 1, domain=D, prepare=prepare_conv)
 def fused_conv(
     x: np.ndarray,
     w: np.ndarray,
@@ -216,17 +191,25 @@ def fused_conv(
     activation: str = "",
     alpha: float = 0.0,
     beta: float = 0.0,
+    prepared: ConvState | None = None,
 ) -> np.ndarray:
     """act(Conv(X, W, B) + Z) with Conv's attributes: X (N, C, D...), W (M, C/group, K...),
     Z an optional residual of the output's shape."""
-    attrs = (auto_pad, dilations, group, kernel_shape, pads, strides, activation, alpha, beta)
-    key = (id(w), x.shape)
-    hit = _REPLAYS.get(key)
-    if hit is not None and hit.made_for(w, b, attrs):
-        y = hit.run(x, z)
-        if y is not None:
-            return y
-    g = _conv_geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    st = prepared if prepared is not None and prepared.owns(w, b) else None
+    if st is not None:
+        hit = st.replays.get(x.shape)
+        if hit is not None:
+            y = _replay(hit, x, z)
+            if y is not None:
+                return y
+        key = (x.shape, w.shape)
+        g = st.geometry.get(key)
+        if g is None:
+            if len(st.geometry) >= _MAX_SHAPES:
+                st.geometry.clear()
+            g = st.geometry[key] = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    else:
+        g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
     if (
         x.ndim == 4
         and x.dtype == F32
@@ -236,19 +219,16 @@ def fused_conv(
         and w.shape[0] % group == 0
         and (z is None or (z.dtype == F32 and z.shape == (x.shape[0], w.shape[0], *g.out)))
     ):
+        panels = None if st is None else st.panels
         with recording() as jobs:
             y = conv2d(
                 x, w, b, g.strides, g.pads_begin, g.dilations, group, g.out,
-                _code(activation), alpha, beta, z,
+                _code(activation), alpha, beta, z, panels,
             )  # fmt: skip
-        if jobs:
-            if len(_REPLAYS) >= _MAX_REPLAYS:  # weights made at run time: new ids each run
-                _REPLAYS.clear()
-            replay = Replay.of(jobs, x, y, z)
-            if replay is None:
-                _REPLAYS[key] = None
-            else:
-                _remember(key, w, b, attrs, replay)
+        if jobs and st is not None:
+            if len(st.replays) >= _MAX_SHAPES:
+                st.replays.clear()
+            st.replays[x.shape] = Replay.of(jobs, x, y, z)
         return y
     y = conv_nd(x, w, b, group=group, g=g, dt=_compute_dtype(x.dtype))
     y = np.ascontiguousarray(y.astype(x.dtype, copy=False))

@@ -4,7 +4,10 @@ and buffers are gathered once and reused every token.
 
 Each function returns the op's output, or None when the fast path does not apply (the
 caller then takes the general path): the weights must all be GGUF bytes of ggml_simd
-types (qmatmul's int8 mode), as simd_dot_many requires.
+types (qmatmul's int8 mode), as simd_dot_many requires. The gathered arguments and
+buffers live in the node's prepared state (`DecodeState`, made by the ops' prepare hook
+and owned by the plan's step, so they go with the session); a call without one (a
+handler called outside a plan) gathers them for itself.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,8 +41,6 @@ from onnxexec.ops.contention import free_cores
 _NO_X8 = np.zeros((1, 32), np.int8)
 _NO_XST = np.zeros((1, 3, 1), np.float32)
 _NO_XK = (np.zeros((1, 256), np.int8), np.zeros((1, 1), np.float32), np.zeros((1, 16), np.int32))
-# weight -> {key: the cached state of an op on it (and the other weights' ids), or False}
-_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def all_simd(ws: tuple[Any, ...], t_rows: int, mode: str) -> bool:
@@ -95,24 +95,55 @@ def group(ws: tuple[Any, ...]) -> tuple:
     )
 
 
-def _state(groups: tuple[tuple[Any, ...], ...], key: tuple, make: Any) -> Any:
-    """The cached make() of an op on the weight groups `groups` (keyed by their first
-    weight, then by `key`, which must identify the others), or None when a group can't
-    take the fast path."""
-    w0 = groups[0][0]
-    if not isinstance(w0, QWeight):  # e.g. a float matrix (not weak-referenceable)
+class DecodeState:
+    """One fused decoder node's one-token state: its constant weights as planned and,
+    after its first one-token run, make()'s gathered groups and buffers (False: the
+    weights can't take the fast path)."""
+
+    __slots__ = ("__weakref__", "made", "weights")
+
+    def __init__(self, weights: tuple[Any, ...]) -> None:
+        self.weights = weights
+        self.made: Any = None
+
+    def serves(self, groups: tuple[tuple[Any, ...], ...]) -> bool:
+        """Whether `groups` are the planned weights (identity; runs every token, so a
+        plain loop: a generator here cost ~1% of SmolLM2's decode step)."""
+        ws, k = self.weights, 0
+        for g in groups:
+            for w in g:
+                if k == len(ws) or w is not ws[k]:
+                    return False
+                k += 1
+        return k == len(ws)
+
+
+def prepare_decode(first: int, count: int) -> Any:
+    """A prepare hook (ops/registry.py) keeping inputs first..first+count-1, the
+    node's weights, in a DecodeState."""
+
+    def prepare(consts: tuple[Any, ...], attrs: dict) -> DecodeState:
+        return DecodeState(tuple(consts[first : first + count]))
+
+    return prepare
+
+
+def _state(
+    state: DecodeState | None, groups: tuple[tuple[Any, ...], ...], mode: str, make: Any
+) -> Any:
+    """make() for the weight groups `groups`, kept in the node's state when it has one
+    for them, or None when a group can't take the fast path."""
+    if not isinstance(groups[0][0], QWeight):  # e.g. a float matrix
         return None
-    per = _STATE.get(w0)
-    if per is None:
-        per = _STATE[w0] = {}
-    st = per.get(key)
-    if st is None:
-        ok = all(all_simd(ws, 1, key[0]) for ws in groups)
-        ready()
-        # the other weights kept alive with the state (the key holds their ids), not
-        # the first: the entry must die with it
-        st = per[key] = (make(), groups[0][1:], groups[1:]) if ok else False
-    return st[0] if st else None
+    ours = state is not None and state.serves(groups)
+    if ours and state is not None and state.made is not None:
+        return state.made or None
+    ok = all(all_simd(ws, 1, mode) for ws in groups)
+    ready()
+    made = make() if ok else False
+    if ours and state is not None:
+        state.made = made
+    return made or None
 
 
 _CTL = control()  # the staged ops' counters: one op runs at a time (_LOCK)
@@ -197,6 +228,7 @@ def attn_decode(
     v_cache: np.ndarray,
     p: int,
     attrs: tuple,
+    state: DecodeState | None = None,
 ) -> np.ndarray | None:
     """AttnBlock for one token at position p (caches f16-rounded, 'norm' or 'neox'
     RoPE, p < cache size); attrs = (mode, epsilon, head_dim, n_dims, base, freq_scale,
@@ -224,7 +256,7 @@ def attn_decode(
         qr, a = np.empty(width, np.float32), np.empty((1, width), np.float32)
         return cfg, qkv, group((wo,)), qr, a
 
-    st = _state(((wq, wk, wv), (wo,)), (*attrs, id(wk), id(wv), id(wo)), make)
+    st = _state(state, ((wq, wk, wv), (wo,)), attrs[0], make)
     if st is None:
         return None
     cfg, gqkv, go, qr, a = st
@@ -237,14 +269,21 @@ def attn_decode(
 
 
 def ffn_decode(
-    x: np.ndarray, norm_w: np.ndarray, wg: Any, wu: Any, wd: Any, epsilon: float, mode: str
+    x: np.ndarray,
+    norm_w: np.ndarray,
+    wg: Any,
+    wu: Any,
+    wd: Any,
+    epsilon: float,
+    mode: str,
+    state: DecodeState | None = None,
 ) -> np.ndarray | None:
     """FFNBlock with ggml's SwiGLU for one token."""
 
     def make() -> tuple:
         return float(epsilon), group((wg, wu)), group((wd,)), int(wg.shape[0])
 
-    st = _state(((wg, wu), (wd,)), (mode, epsilon, id(wu), id(wd)), make)
+    st = _state(state, ((wg, wu), (wd,)), mode, make)
     if st is None:
         return None
     eps, ggu, gd, f = st
@@ -257,10 +296,15 @@ def ffn_decode(
 
 
 def norm_qmatmul_decode(
-    x: np.ndarray, norm_w: np.ndarray, w: Any, epsilon: float, mode: str
+    x: np.ndarray,
+    norm_w: np.ndarray,
+    w: Any,
+    epsilon: float,
+    mode: str,
+    state: DecodeState | None = None,
 ) -> np.ndarray | None:
     """NormQMatMul for one token (the logits: a new array every call)."""
-    st = _state(((w,),), (mode, epsilon), lambda: (float(epsilon), group((w,))))
+    st = _state(state, ((w,),), mode, lambda: (float(epsilon), group((w,))))
     if st is None:
         return None
     eps, g = st

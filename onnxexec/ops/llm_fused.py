@@ -1,6 +1,6 @@
-"""Fused decoder-layer ops ('onnxexec' domain), made by llm/fusion.py from the
-graphs of llm/graph.py. Each computes exactly what the chain it replaces computes
-(ops/llm.py), bit for bit:
+"""Fused decoder-layer ops ('onnxexec' domain), made by the LLM pass set
+(passes/llm_blocks.py) from the graphs of llm/graph.py. Each computes exactly what the
+chain it replaces computes (ops/llm.py), bit for bit:
 
   AttnBlock   x + Wo . KVAttention(RoPE(Wq . h), RoPE(Wk . h), Wv . h),  h = RMSNorm(x)
   FFNBlock    x + Wd . GatedAct(Wg . h, Wu . h),                          h = RMSNorm(x)
@@ -38,10 +38,12 @@ from onnxexec.kernels.quant.qmatmul import QWeight, int8_path, qmatmul_q
 from onnxexec.ops.llm import gated_act, kv_attention_op, q_matmul, rms_norm, rope
 from onnxexec.ops.llm_decode import (
     PAR_MIN_ATTN,
+    DecodeState,
     all_simd,
     attn_decode,
     ffn_decode,
     norm_qmatmul_decode,
+    prepare_decode,
 )
 from onnxexec.ops.registry import op
 
@@ -124,7 +126,7 @@ def _norm(
     return rms_norm(x, w, epsilon=eps), None
 
 
-@op("AttnBlock", 1, domain=D)
+@op("AttnBlock", 1, domain=D, prepare=prepare_decode(2, 4))
 def attn_block(
     x: np.ndarray,
     norm_w: np.ndarray,
@@ -148,6 +150,7 @@ def attn_block(
     softcap: float = 0.0,
     kv_f16: int = 0,
     mode: str = "auto",
+    prepared: DecodeState | None = None,
 ) -> np.ndarray:
     """Pre-norm attention with its residual: (T, D) f32 -> (T, D) f32. The k/v caches
     are written in place at rows pos..pos+T-1 (as KVAttention)."""
@@ -155,7 +158,7 @@ def attn_block(
     if x.shape[0] == 1 and kv_f16 and style in ("norm", "neox") and 0 <= p < k_cache.shape[0]:
         attrs = (mode, epsilon, head_dim, n_dims, base, freq_scale, style == "neox")
         attrs += (q_scale, scale, window, softcap)
-        y = attn_decode(x, norm_w, wq, wk, wv, wo, k_cache, v_cache, p, attrs)
+        y = attn_decode(x, norm_w, wq, wk, wv, wo, k_cache, v_cache, p, attrs, prepared)
         if y is not None:
             return y
     (q, k, v), qkv, offs = _project(x, norm_w, epsilon, (wq, wk, wv), mode)
@@ -273,7 +276,7 @@ def _out_product(a: np.ndarray, w: Any, mode: str) -> np.ndarray:
     return q_matmul(a, w, mode=mode)
 
 
-@op("FFNBlock", 1, domain=D)
+@op("FFNBlock", 1, domain=D, prepare=prepare_decode(2, 3))
 def ffn_block(
     x: np.ndarray,
     norm_w: np.ndarray,
@@ -284,10 +287,11 @@ def ffn_block(
     epsilon: float = 1e-5,
     act: str = "silu",
     mode: str = "auto",
+    prepared: DecodeState | None = None,
 ) -> np.ndarray:
     """Pre-norm gated FFN with its residual: (T, D) f32 -> (T, D) f32."""
     if x.shape[0] == 1 and act == "silu_ggml":
-        y = ffn_decode(x, norm_w, wg, wu, wd, epsilon, mode)
+        y = ffn_decode(x, norm_w, wg, wu, wd, epsilon, mode, prepared)
         if y is not None:
             return y
     (g, u), _, _ = _project(x, norm_w, epsilon, (wg, wu), mode)
@@ -303,13 +307,19 @@ def ffn_block(
     return x + q_matmul(f, wd, mode=mode)
 
 
-@op("NormQMatMul", 1, domain=D)
+@op("NormQMatMul", 1, domain=D, prepare=prepare_decode(2, 1))
 def norm_qmatmul(
-    x: np.ndarray, norm_w: np.ndarray, w: Any, *, epsilon: float = 1e-5, mode: str = "auto"
+    x: np.ndarray,
+    norm_w: np.ndarray,
+    w: Any,
+    *,
+    epsilon: float = 1e-5,
+    mode: str = "auto",
+    prepared: DecodeState | None = None,
 ) -> np.ndarray:
     """RMSNorm then a matmul (the output head): (T, D) f32 -> (T, N) f32."""
     if x.shape[0] == 1:
-        y = norm_qmatmul_decode(x, norm_w, w, epsilon, mode)
+        y = norm_qmatmul_decode(x, norm_w, w, epsilon, mode, prepared)
         if y is not None:
             return y
     return _project(x, norm_w, epsilon, (w,), mode)[0][0]

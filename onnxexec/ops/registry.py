@@ -9,6 +9,14 @@ else a handler needs from the executor it names in `wants`:
 - "run_graph": callable(graph, *inputs) -> list, runs a subgraph attribute with the
   enclosing scope's values visible (If, Loop, Scan, SequenceMap...)
 - "opset": int, the model's opset for the handler's domain
+
+State a handler keeps between runs of one node (packed weights, recorded replays,
+cached geometry) comes from its `prepare` hook, not from module globals:
+`@op(..., prepare=fn)` calls `fn(consts, attrs)` once when the node is planned, with
+`consts` the node's inputs that are graph constants (None for the others) and `attrs`
+its bound attributes; the result is owned by the plan's step, passed to the handler as
+the keyword `prepared` on every run and freed with the plan (the session). A handler
+called outside a plan gets `prepared=None` and must work without it.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ class Handler:
     # how many inputs the signature takes (None: *args), for ops of domains onnx ships
     # no schema for (com.microsoft...), whose arity the plan checks against this
     max_inputs: int | None = None
+    prepare: Callable[[tuple[Any, ...], dict[str, Any]], Any] | None = None
 
     @property
     def qualname(self) -> str:
@@ -47,8 +56,15 @@ class Handler:
 _REGISTRY: dict[tuple[str, str], list[Handler]] = {}
 
 
-def op(op_type: str, since: int, domain: str = "", wants: tuple[str, ...] = ()) -> Callable:
-    """Register `fn` as the handler for (domain, op_type) from opset `since` on."""
+def op(
+    op_type: str,
+    since: int,
+    domain: str = "",
+    wants: tuple[str, ...] = (),
+    prepare: Callable[[tuple[Any, ...], dict[str, Any]], Any] | None = None,
+) -> Callable:
+    """Register `fn` as the handler for (domain, op_type) from opset `since` on;
+    `prepare` makes the per-node state it receives as `prepared` (module docstring)."""
     unknown = set(wants) - WANTS
     if unknown:
         raise ValueError(f"{op_type}-{since}: unknown wants {sorted(unknown)}")
@@ -56,7 +72,10 @@ def op(op_type: str, since: int, domain: str = "", wants: tuple[str, ...] = ()) 
     def register(fn: Callable) -> Callable:
         sig = inspect.signature(fn)
         kw = {p.name: p for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY}
-        attrs = frozenset(k for k in kw if k not in wants)
+        if prepare is not None and "prepared" not in kw:
+            raise ValueError(f"{op_type}-{since}: a prepare hook needs a `prepared` keyword")
+        hidden = {*wants, "prepared"} if prepare is not None else set(wants)
+        attrs = frozenset(k for k in kw if k not in hidden)
         required = frozenset(k for k in attrs if kw[k].default is inspect.Parameter.empty)
         var_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
         kinds = [p.kind for p in sig.parameters.values()]
@@ -66,7 +85,9 @@ def op(op_type: str, since: int, domain: str = "", wants: tuple[str, ...] = ()) 
         )
         max_inputs = None if inspect.Parameter.VAR_POSITIONAL in kinds else positional
         dom = canonical_domain(domain)
-        h = Handler(op_type, dom, since, fn, tuple(wants), attrs, required, var_kw, max_inputs)
+        h = Handler(
+            op_type, dom, since, fn, tuple(wants), attrs, required, var_kw, max_inputs, prepare
+        )
         versions = _REGISTRY.setdefault((dom, op_type), [])
         if any(v.since == since for v in versions):
             raise ValueError(f"duplicate handler for {h.qualname}")

@@ -41,9 +41,11 @@ def const_operand(ed: GraphEditor, n: Node) -> tuple[str, np.ndarray, int] | Non
     if len(n.inputs) != 2 or not all(n.inputs):
         return None
     c0, c1 = ed.const(n.inputs[0]), ed.const(n.inputs[1])
-    if (c0 is None) == (c1 is None):
-        return None
-    return (n.inputs[1], c0, 0) if c0 is not None else (n.inputs[0], c1, 1)
+    if c0 is not None and c1 is None:
+        return n.inputs[1], c0, 0
+    if c1 is not None and c0 is None:
+        return n.inputs[0], c1, 1
+    return None
 
 
 def scalar_operand(ed: GraphEditor, n: Node) -> tuple[str, float] | None:

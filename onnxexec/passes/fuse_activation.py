@@ -69,7 +69,7 @@ def _conv_residual(g: Graph) -> Graph:
             continue
         add = only_consumer(ed, n.outputs[0], "Add")
         other = other_input(add, n.outputs[0]) if add is not None else None
-        if other is None or other == n.outputs[0] or ed.const(other) is not None:
+        if add is None or other is None or other == n.outputs[0] or ed.const(other) is not None:
             continue
         fy, fo = facts.get(n.outputs[0]), facts.get(other)
         if fy is None or fo is None or fy.shape is None or fy.shape != fo.shape:

@@ -32,11 +32,11 @@ def _strip_scale(ed: GraphEditor, name: str) -> tuple[str, float, list[Node]]:
     One only, and only on the scores: the kernel scales Q K^T once, so scales of Q and K
     (or several on the scores) would be folded into one product, which overflows where
     the graph's separately rounded ones do not (Q * a and K^T * b stay graph nodes)."""
-    factor, nodes = 1.0, []
+    factor, nodes = 1.0, list[Node]()
     while not nodes:
         n = ed.producer_op(name, "Mul", "Div")
         s = scalar_operand(ed, n) if n is not None else None
-        if s is None or not ed.single_use(name) or s[1] == 0.0:
+        if n is None or s is None or not ed.single_use(name) or s[1] == 0.0:
             return name, factor, nodes
         if n.op_type == "Div" and ed.const(n.inputs[1]) is None:
             return name, factor, nodes
@@ -52,7 +52,7 @@ def _repeat_kv_source(ed: GraphEditor, facts: dict[str, Facts], name: str) -> st
     rs = ed.producer_op(name, "Reshape")
     ex = ed.producer_op(rs.inputs[0], "Expand") if rs is not None else None
     un = ed.producer_op(ex.inputs[0], "Unsqueeze") if ex is not None else None
-    if un is None:
+    if rs is None or ex is None or un is None:
         return None
     axes = un.attrs.get("axes")
     if axes is None and len(un.inputs) > 1:
@@ -87,16 +87,19 @@ def _untransposed(ed: GraphEditor, facts: dict[str, Facts], kt: str) -> str | No
     outer = ed.producer_op(kt, "Reshape")
     tr = ed.producer_op(outer.inputs[0], "Transpose") if outer is not None else None
     inner = ed.producer_op(tr.inputs[0], "Reshape") if tr is not None else None
-    if inner is None or tuple(tr.attrs.get("perm", ())) != (0, 2, 1):
+    if tr is None or inner is None or tuple(tr.attrs.get("perm", ())) != (0, 2, 1):
         return None
     k = inner.inputs[0]
     fk, fi, fo = facts.get(k), facts.get(inner.outputs[0]), facts.get(kt)
-    if fk is None or fi is None or fo is None or None in (fk.shape, fi.shape, fo.shape):
+    if fk is None or fi is None or fo is None:
         return None
-    if len(fk.shape) != 4 or len(fi.shape) != 3 or len(fo.shape) != 4:
+    ks, is_, os_ = fk.shape, fi.shape, fo.shape
+    if ks is None or is_ is None or os_ is None:
         return None
-    b, h, s, d = fk.shape
-    if fi.shape[1:] != (s, d) or fo.shape != (b, h, d, s):
+    if len(ks) != 4 or len(is_) != 3 or len(os_) != 4:
+        return None
+    b, h, s, d = ks
+    if is_[1:] != (s, d) or os_ != (b, h, d, s):
         return None
     return k
 
@@ -173,8 +176,8 @@ def fuse_attention(g: Graph) -> Graph:
         qk = ed.producer_op(s0, "MatMul")
         if qk is None or not ed.single_use(s0):
             continue
-        q, a, q_nodes = qk.inputs[0], 1.0, []  # see _strip_scale
-        kt, b, k_nodes = qk.inputs[1], 1.0, []
+        q, a, q_nodes = qk.inputs[0], 1.0, list[Node]()  # see _strip_scale
+        kt, b, k_nodes = qk.inputs[1], 1.0, list[Node]()
         v = pv.inputs[1]
         if not _rank4_f32(facts, q, kt, v) or (mask and not is_float32(facts, mask)):
             continue

@@ -43,7 +43,9 @@ def _compile(ed: GraphEditor, chain: list[Node]) -> tuple[list[str], dict]:
         for i in n.inputs:
             if i not in reg and i not in inside and i not in const_reg:
                 const_reg[i] = len(ext) + len(consts)
-                consts.append(float(ed.const(i).reshape(-1)[0]))
+                c = ed.const(i)
+                assert c is not None  # the chain's inputs are outside values or constants
+                consts.append(float(c.reshape(-1)[0]))
     reg.update(const_reg)
     prog: list[int] = []
     nxt = len(ext) + len(consts)

@@ -39,6 +39,8 @@ def _half_product(ed: GraphEditor, a: str, x: str) -> tuple[list[Node], Node, in
     if m1 is None:
         return None
     o = other_input(m1, a)
+    if o is None:
+        return None
     if o == x:  # (x * a) * 0.5
         m2 = only_consumer(ed, m1.outputs[0], "Mul")
         if m2 is not None and close((scalar_operand(ed, m2) or (None, None))[1], 0.5):
@@ -75,7 +77,7 @@ def _erf_form(ed: GraphEditor, erf: Node) -> tuple[str, list[Node], Node, int] |
     x = s[0]
     add = _one_plus(ed, erf.outputs[0])
     tree = _half_product(ed, add.outputs[0], x) if add is not None else None
-    if tree is None:
+    if add is None or tree is None:
         return None
     return x, [arg, erf, add, *tree[0]], tree[1], tree[2]
 
@@ -106,18 +108,21 @@ def _tanh_form(ed: GraphEditor, tanh: Node) -> tuple[str, list[Node], Node, int]
     for x_in, c_in in (inner.inputs, inner.inputs[::-1]):
         cm = ed.producer_op(c_in, "Mul")
         cs = scalar_operand(ed, cm) if cm is not None else None
-        if cs is None or not close(cs[1], 0.044715):
+        if cm is None or cs is None or not close(cs[1], 0.044715):
             continue
         if _cube_of(ed, cs[0]) != x_in:
             continue
         cube = ed.node_of(cs[0])
         add = _one_plus(ed, tanh.outputs[0])
         tree = _half_product(ed, add.outputs[0], x_in) if add is not None else None
-        if tree is None:
+        if cube is None or k is None or add is None or tree is None:
             return None
         cube_nodes = [cube]
         if cube.op_type == "Mul":
-            cube_nodes.insert(0, ed.node_of(next(i for i in cube.inputs if i != x_in)))
+            square = ed.node_of(next(i for i in cube.inputs if i != x_in))
+            if square is None:
+                return None
+            cube_nodes.insert(0, square)
         return x_in, [*cube_nodes, cm, inner, k, tanh, add, *tree[0]], tree[1], tree[2]
     return None
 
@@ -170,7 +175,7 @@ def _to_gelu(g: Graph) -> Graph:
         x, nodes, anchor, product_first = m
         if not ed.private(nodes, anchor) or not ed.claim(nodes):
             continue
-        attrs = {"approximate": "none" if n.op_type == "Erf" else "tanh"}
+        attrs: dict[str, str | int] = {"approximate": "none" if n.op_type == "Erf" else "tanh"}
         if product_first:
             attrs["product_first"] = 1
         ed.replace(nodes, anchor, Node("FusedGelu", (x,), anchor.outputs, attrs, anchor.name, D))
@@ -195,7 +200,7 @@ def _bias_gelu(g: Graph) -> Graph:
         c = next((ed.const(i) for i in add.inputs if ed.const(i) is not None), None)
         x = next((i for i in add.inputs if ed.const(i) is None), None)
         xf = facts.get(x) if x else None
-        if s is not None or c is None or xf is None or xf.shape is None or not xf.shape:
+        if s is not None or c is None or x is None or xf is None or not xf.shape:
             continue
         d = xf.shape[-1]
         vec = last_axis_vector(c, d) if isinstance(d, int) and c.ndim <= len(xf.shape) else None

@@ -79,13 +79,16 @@ def _unflatten(g: Graph) -> Graph:
         x = flat.inputs[0]
         fx, fo = facts.get(x), facts.get(back.outputs[0])
         fa = facts.get(n.inputs[0])
-        if fx is None or fo is None or fa is None or None in (fx.shape, fo.shape, fa.shape):
+        if fx is None or fo is None or fa is None:
+            continue
+        xs, os_, as_ = fx.shape, fo.shape, fa.shape
+        if xs is None or os_ is None or as_ is None:
             continue
         k = w.shape[0] if not n.attrs.get("transB", 0) else w.shape[1]
         n_out = w.shape[1] if not n.attrs.get("transB", 0) else w.shape[0]
-        if len(fx.shape) < 2 or fx.shape[-1] != k or len(fa.shape) != 2 or fa.shape[1] != k:
+        if len(xs) < 2 or xs[-1] != k or len(as_) != 2 or as_[1] != k:
             continue
-        if fo.shape != (*fx.shape[:-1], n_out) or not ed.claim([flat, n, back]):
+        if os_ != (*xs[:-1], n_out) or not ed.claim([flat, n, back]):
             continue
         ed.replace(
             [flat, n, back],

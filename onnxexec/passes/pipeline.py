@@ -7,6 +7,9 @@
      activations, LayerNorm, RMSNorm, GELU, attention, elementwise chains).
 - 99 ORT_ENABLE_ALL: + kernel-specific weight layouts (pre-packed weights).
 
+GGUF decoder graphs (llm/graph.py) take their own pass set through the same loop:
+`fuse_llm` (passes/llm_blocks.py, layer-sized ops).
+
 Each pass returns its input unchanged when it has nothing to do, so the loop below
 stops as soon as a round changes nothing.
 """
@@ -84,3 +87,13 @@ def optimize(g: Graph, level: int = ENABLE_ALL, owner: WeightOwnership | None = 
     finally:
         clear_caches()  # drop the intermediate graphs (and their folded arrays)
     return g
+
+
+def fuse_llm(g: Graph) -> Graph:
+    """A decoder graph of llm/graph.py with its layers fused (passes/llm_blocks.py)."""
+    from onnxexec.passes import llm_blocks
+
+    try:
+        return _run(g, llm_blocks.PASSES, 2)
+    finally:
+        clear_caches()

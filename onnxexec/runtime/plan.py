@@ -230,6 +230,16 @@ class _Planner:
             )
         return kwargs
 
+    def prepare(self, node: Node, h: Handler, g: Graph, attrs: dict[str, Any]) -> Any:
+        """The node's prepared state (ops/registry.py): made once here, kept by the step."""
+        assert h.prepare is not None
+        consts = tuple(g.initializers.get(i) if i else None for i in node.inputs)
+        try:
+            return h.prepare(consts, dict(attrs))
+        except (ValueError, TypeError) as e:
+            self.problems.append(f"node '{node.label}' ({h.qualname}): {e}")
+            return None
+
     def plan(self, g: Graph, outer: tuple[str, ...] = ()) -> GraphPlan:
         g = lower_gradient(inline_functions(g, self.functions))
         slots: dict[str, int] = {}
@@ -256,6 +266,8 @@ class _Planner:
             if h is None:
                 continue
             kwargs = self.bind(n, h)
+            if h.prepare is not None:
+                kwargs["prepared"] = self.prepare(n, h, g, kwargs)
             step = Step(n, h, opset, ins, outs, kwargs)
             free: set[str] = set()
             for sg in n.subgraphs():

@@ -82,7 +82,8 @@ def _set_numba_threads(n: int) -> int:
 
     from onnxexec.native import parallel
 
-    n = min(n, numba.config.NUMBA_NUM_THREADS)
+    # numba.config sets its NUMBA_* attributes at import (no stub declares them)
+    n = min(n, numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
     numba.set_num_threads(n)
     parallel.set_num_threads(n)
     return n

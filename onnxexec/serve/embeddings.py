@@ -20,8 +20,8 @@ import numpy as np
 from onnxexec.errors import ContextLengthError, ModelLoadError
 from onnxexec.ir.graph import ValueInfo
 from onnxexec.ir.types import TensorType
-from onnxexec.llm.fusion import fuse_graph
 from onnxexec.llm.graph import build_llm_graph
+from onnxexec.passes.pipeline import fuse_llm
 from onnxexec.runtime.executor import execute
 from onnxexec.runtime.plan import plan_graph
 
@@ -62,7 +62,7 @@ class GGUFEmbedder:
             )
             out = ValueInfo("result_norm", TensorType(1, ("T", llm.config.n_embd)))
             g = dataclasses.replace(g, outputs=(out,))
-            self._plan = plan_graph(fuse_graph(g) if llm.options.fuse else g)
+            self._plan = plan_graph(fuse_llm(g) if llm.options.fuse else g)
         return self._plan
 
     def embed(self, ids: Sequence[int]) -> np.ndarray:

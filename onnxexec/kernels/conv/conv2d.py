@@ -42,7 +42,7 @@ from onnxexec.kernels.conv.conv_rows import use_rows
 from onnxexec.kernels.conv.conv_taps import conv_taps, ohwi, phase_planes, use_taps
 from onnxexec.kernels.conv.depthwise import depthwise2d_fused
 from onnxexec.kernels.conv.im2col_job import IM_ARGS, im2col_rows
-from onnxexec.kernels.conv.pointwise_small import conv1x1_small, use_small
+from onnxexec.kernels.conv.pointwise_small import Panels, conv1x1_small, use_small
 from onnxexec.kernels.linalg import blas
 from onnxexec.kernels.math.activations import act_row
 from onnxexec.native.parallel import (
@@ -116,10 +116,12 @@ def conv2d(
     alpha: float = 0.0,
     beta: float = 0.0,
     z: np.ndarray | None = None,
+    panels: Panels | None = None,
 ) -> np.ndarray:
     """act(conv(x, w) + bias + z): x (N, C, H, W), w (M, C/group, KH, KW) float32, z an
     optional (N, M, OH, OW) residual; pads (top, left, ...) of which only top/left matter
-    (out_hw already accounts for the rest) -> (N, M, OH, OW).
+    (out_hw already accounts for the rest) -> (N, M, OH, OW). `panels`: a 1x1 w's packed
+    panels the caller keeps (kernels/conv/pointwise_small.py), for the small-output path.
 
     Preconditions (checked, ValueError otherwise: bounds.conv2d_args): x, w 4-D with
     C == Cg * group and M % group == 0; strides, dilations >= 1; pads >= 0; out_hw
@@ -183,7 +185,7 @@ def conv2d(
         if (oh, ow) != (height, width):  # strided: subsample, then the same product
             x = np.ascontiguousarray(x[:, :, : (oh - 1) * sh + 1 : sh, : (ow - 1) * sw + 1 : sw])
         if group == 1 and use_small(c, m, oh * ow, act):
-            return conv1x1_small(x, w, b, zc, out, act, alpha, beta)
+            return conv1x1_small(x, w, b, zc, out, act, alpha, beta, panels)
         wmat = _f32(w.reshape(group, mg, cg))
         # pointwise: no im2col, one product per image and group
         for i in range(n):

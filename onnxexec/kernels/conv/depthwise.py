@@ -17,6 +17,7 @@ import numpy as np
 
 from onnxexec.kernels import bounds
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels.activation_kinds import CLAMPS
 from onnxexec.kernels.conv.depthwise_planes import (
     NO_BIAS,
     NO_Z,
@@ -200,7 +201,7 @@ def inplace_masks(geo: tuple[int, ...], wk: np.ndarray, no_z: bool, act: int) ->
     with one pixel of padding before (_dw_inplace_s2, which loads the padding as
     zeros)."""
     height, width, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = geo
-    if not (DW_ASM and no_z and act in (0, 1, 7) and (kh, kw, dh, dw) == (3, 3, 1, 1)):
+    if not (DW_ASM and no_z and act in CLAMPS and (kh, kw, dh, dw) == (3, 3, 1, 1)):
         return None
     if (sh, sw, ph, pw) == (2, 2, 1, 1) and oh > 0 and ow > 0:
         return _s2_masks(width, ow)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.conv.dw_asm import AVAILABLE as DW_ASM
 from onnxexec.kernels.conv.dw_asm import (
     CDST,
@@ -97,11 +98,11 @@ def dw_fused(x, w, bias, has_bias, z, has_z, geo, out, m0, m1, code, al, be):
     params = np.zeros(NPARAMS, dtype=np.int64)
     clamp = np.empty(2, dtype=np.float32)
     clamp[0], clamp[1] = np.float32(-np.inf), np.float32(np.inf)
-    if not has_z and code == 1:
+    if not has_z and code == Activation.RELU:
         clamp[0] = np.float32(0.0)
-    elif not has_z and code == 7:
+    elif not has_z and code == Activation.CLIP:
         clamp[0], clamp[1] = a32, b32
-    clamped = run and not has_z and (code == 1 or code == 7)
+    clamped = run and not has_z and (code == Activation.RELU or code == Activation.CLIP)
     zero = np.zeros(1, dtype=np.float32)
     params[PDST] = acc.ctypes.data
     params[PCLAMP] = clamp.ctypes.data
@@ -230,12 +231,12 @@ def dw_fused(x, w, bias, has_bias, z, has_z, geo, out, m0, m1, code, al, be):
 
 @nb.njit(nogil=True, cache=True)
 def _clamp_pair(code, al, be):
-    """The (low, high) clamp of activation code 0 (none), 1 (Relu) or 7 (Clip)."""
+    """The (low, high) clamp of activation NONE, RELU or CLIP (Activation)."""
     clamp = np.empty(2, dtype=np.float32)
     clamp[0], clamp[1] = np.float32(-np.inf), np.float32(np.inf)
-    if code == 1:
+    if code == Activation.RELU:
         clamp[0] = np.float32(0.0)
-    elif code == 7:
+    elif code == Activation.CLIP:
         clamp[0], clamp[1] = np.float32(al), np.float32(be)
     return clamp
 

@@ -45,6 +45,7 @@ from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not lo
 
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels import when_imported
+from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.intrinsics import f32_ptr, i64_ptr
 from onnxexec.kernels.isa import has
 from onnxexec.kernels.math.activations import act_row
@@ -269,12 +270,13 @@ def _finish(ext, m0, m1, wq, ow, i0, i1, y, bias, has_b, z, has_z, code, al, be)
 
 @lru_cache(maxsize=64)
 def clamp_of(code: int, alpha: float, beta: float) -> np.ndarray | None:
-    """The (low, high) clamp the tiles apply for activation `code` (0 none, 1 Relu,
-    7 Clip(alpha, beta)), or None when the epilogue must run the activation; made
+    """The (low, high) clamp the tiles apply for activation `code` (RELU, or CLIP with
+    min alpha, max beta), or None when the epilogue must run the activation; made
     once per (code, alpha, beta), not per call."""
-    if code not in (1, 7):
+    if code not in (Activation.RELU, Activation.CLIP):
         return None
-    pair = np.array([0.0, np.inf] if code == 1 else [alpha, beta], dtype=np.float32)
+    relu = code == Activation.RELU
+    pair = np.array([0.0, np.inf] if relu else [alpha, beta], dtype=np.float32)
     pair.flags.writeable = False
     return pair
 

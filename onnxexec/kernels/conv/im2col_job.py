@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.conv.pointwise_packed import cols_for, pointwise_block_span
 from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.linalg import blas, sgemm_packed
@@ -117,5 +118,5 @@ def im2col_span(a, fa, t0, t1):
             a[IFN], blas.NO_TRANS, mg, width, ck, a[IWM], ck, cols.ctypes.data, width,
             a[IY] + 4 * i0 * ow, p, f32(0.0),
         )  # fmt: skip
-        if has_b or has_z or a[IACT] != 0:
+        if has_b or has_z or a[IACT] != Activation.NONE:
             _epilogue(y, i0 * ow, i1 * ow, bias, has_b, True, z, has_z, a[IACT], fa[0], fa[1])

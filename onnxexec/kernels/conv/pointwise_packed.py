@@ -22,6 +22,7 @@ from typing import Final
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.linalg import sgemm_packed
 from onnxexec.kernels.math.activations import _epilogue
@@ -91,7 +92,7 @@ def pointwise_block_span(
     yr = y[m0:m1]
     br = bias[m0:m1] if has_b else bias
     zr = z[m0:m1] if has_z else z
-    epi = has_b or has_z or code != 0
+    epi = has_b or has_z or code != Activation.NONE
     for b0 in range(j0, j1, cols):
         b1 = min(j1, b0 + cols)
         _pack_cols(x, b0, b1, nr, buf)

@@ -2,9 +2,11 @@
 where they run, the weight packed once for them, and the job that splits them over
 the pool (ranges of (channel panel, pixel tile) units, panel-major).
 
-The weight W (M, C, 1, 1) is packed on first use into W^T's 32-channel panels
-(sgemm_packed.pack's layout: (ceil(M/32), C, 32), zero past M, 64-byte aligned), kept
-while W lives (a copy: ResNet-50's six 7 x 7 layers add 28 MB, MobileNetV2's 6 MB).
+The weight W (M, C, 1, 1) is packed into W^T's 32-channel panels (sgemm_packed.pack's
+layout: (ceil(M/32), C, 32), zero past M, 64-byte aligned). A FusedConv node keeps them
+in its prepared state (`Panels`, packed on the node's first small-output run and freed
+with the session: a copy, ResNet-50's six 7 x 7 layers add 28 MB, MobileNetV2's 6 MB);
+a caller without one packs per call.
 Read as W^T's rows in place instead (a transposed view, no copy), every row of a panel
 sits 4 M bytes from the last: with M = 1280 those rows fall into a few L1 sets and the
 320 x 1280 layer ran 453 us against 372 packed (one thread).
@@ -12,11 +14,11 @@ sits 4 M bytes from the last: with M = 1280 those rows fall into a few L1 sets a
 
 from __future__ import annotations
 
-import weakref
 from typing import Final
 
 import numpy as np
 
+from onnxexec.kernels.activation_kinds import CLAMPS
 from onnxexec.kernels.conv import pointwise_t as pt
 from onnxexec.kernels.conv.direct_job import clamp_of
 from onnxexec.kernels.linalg.sgemm_packed import pack
@@ -32,25 +34,35 @@ from onnxexec.native.parallel import KIND_PWT, MAX_SPANS, native_pool, num_threa
 # 14 too, MobileNetV2 ran no faster in-model (7.51 -> 7.63, 7.39 -> 7.43 ms)
 MAX_PIXELS: Final = 49
 _PARALLEL_MACS: Final = 1 << 19  # smaller products stay on the calling thread
-_PACKED: dict[int, np.ndarray] = {}
 
 
 def use_small(c: int, m: int, p: int, act: int) -> bool:
     """Whether a 1x1, stride-1, unpadded, ungrouped float32 conv of c -> m channels over
     p pixels takes this path: AVX-512, few pixels, and an activation the tiles apply
     (none, Relu or Clip)."""
-    return pt.AVAILABLE and 0 < p <= MAX_PIXELS and act in (0, 1, 7) and c > 0 and m > 0
+    return pt.AVAILABLE and 0 < p <= MAX_PIXELS and act in CLAMPS and c > 0 and m > 0
 
 
 def packed_weight(w: np.ndarray) -> np.ndarray:
-    """W (M, C, 1, 1)'s W^T panels, made on the first call for this array and dropped
-    with it."""
-    wp = _PACKED.get(id(w))
-    if wp is None:
-        m, c = w.shape[:2]
-        wp = _PACKED[id(w)] = pack(np.ascontiguousarray(w.reshape(m, c).T, dtype=np.float32))
-        weakref.finalize(w, _PACKED.pop, id(w), None)
-    return wp
+    """W (M, C, 1, 1)'s W^T panels (a new array)."""
+    m, c = w.shape[:2]
+    return pack(np.ascontiguousarray(w.reshape(m, c).T, dtype=np.float32))
+
+
+class Panels:
+    """One constant weight's W^T panels, packed on the first `get` and kept by the
+    holder (a plan step's prepared state), so they go with it."""
+
+    __slots__ = ("_wp", "w")
+
+    def __init__(self, w: np.ndarray) -> None:
+        self.w = w
+        self._wp: np.ndarray | None = None
+
+    def get(self) -> np.ndarray:
+        if self._wp is None:
+            self._wp = packed_weight(self.w)
+        return self._wp
 
 
 def conv1x1_small(
@@ -62,13 +74,15 @@ def conv1x1_small(
     act: int,
     alpha: float,
     beta: float,
+    panels: Panels | None = None,
 ) -> np.ndarray:
     """out (N, M, H, W) = act(conv1x1(x, w) + bias + z): x (N, C, H, W), bias (M,), z
-    out's shape, all C-contiguous float32; act 0 / 1 / 7 (use_small)."""
+    out's shape, all C-contiguous float32; act in CLAMPS (use_small). `panels`: w's
+    packed panels kept by the caller (else packed here, for this call)."""
     n, c = x.shape[:2]
     m = out.shape[1]
     p = out.shape[2] * out.shape[3]
-    wp = packed_weight(w)
+    wp = panels.get() if panels is not None and panels.w is w else packed_weight(w)
     clamp = clamp_of(act, alpha, beta)
     args = [
         0, wp.ctypes.data, 0, 0 if bias is None else bias.ctypes.data, 0,

@@ -19,6 +19,7 @@ import numpy as np
 from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not loaded
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.math.activations import _epilogue
 from onnxexec.kernels.objload import intrinsic, lazy_module
@@ -117,7 +118,7 @@ def span_epilogue(a, fa, r0, r1, c0, c1):
     of OUT."""
     m, n, out, ldc = a[M], a[N], a[OUT], a[LDC]
     has_bias, has_z, row_b = a[BIAS] != 0, a[Z] != 0, a[ROWB] != 0
-    if not has_bias and not has_z and a[ACT] == 0:
+    if not has_bias and not has_z and a[ACT] == Activation.NONE:
         return
     y = nb.carray(f32_ptr(out), (m, ldc))[r0:r1]
     bias = _NO_Z[0]
@@ -128,6 +129,6 @@ def span_epilogue(a, fa, r0, r1, c0, c1):
     z = nb.carray(f32_ptr(a[Z]), (m, ldc))[r0:r1] if has_z else _NO_Z
     # columns [c0, c1) = bias only | bias + activation | bias only
     lo, hi = max(c0, min(a[ACT0], c1)), max(c0, min(a[ACT1], c1))
-    for s0, s1, code in ((c0, lo, 0), (lo, hi, a[ACT]), (hi, c1, 0)):
-        if s1 > s0 and (has_bias or has_z or code != 0):
+    for s0, s1, code in ((c0, lo, 0), (lo, hi, a[ACT]), (hi, c1, 0)):  # 0: Activation.NONE
+        if s1 > s0 and (has_bias or has_z or code != Activation.NONE):
             _epilogue(y, s0, s1, bias, has_bias, row_b, z, has_z, code, fa[0], fa[1])

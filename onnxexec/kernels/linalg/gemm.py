@@ -24,6 +24,7 @@ import os
 import numpy as np
 
 from onnxexec.kernels import bounds
+from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.linalg import blas, sgemm_packed
 from onnxexec.kernels.math.activations import epilogue
 from onnxexec.native.parallel import (
@@ -108,8 +109,8 @@ def _finish(out, n0, n1, bias, act, alpha, beta, lo, hi) -> None:
     """The epilogue on columns [n0, n1) of out: bias everywhere, the activation on the
     part inside [lo, hi)."""
     a, b = max(n0, min(lo, n1)), max(n0, min(hi, n1))
-    if act == 0 or (a, b) == (n0, n1):
-        epilogue(out, n0, n1, bias, act if b > a else 0, alpha, beta)
+    if act == Activation.NONE or (a, b) == (n0, n1):
+        epilogue(out, n0, n1, bias, act if b > a else Activation.NONE, alpha, beta)
         return
     for c0, c1, code in ((n0, a, 0), (a, b, act), (b, n1, 0)):
         if c1 > c0:

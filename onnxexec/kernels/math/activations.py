@@ -2,10 +2,10 @@
 
 `epilogue(y, n0, n1, bias, code, alpha, beta)` works on the column range [n0, n1) of
 a C-contiguous 2-D float32 array, so a thread can finish the slab of a matmul it
-just computed while it is still in cache. Codes are the ACT table below; alpha /
-beta are the activation's attributes (LeakyRelu alpha, Clip min / max, HardSigmoid
-alpha / beta; Gelu / GeluTanh alpha 1: x * (1 + erf) before the 0.5). The numpy
-reference is `epilogue_reference`.
+just computed while it is still in cache. Codes are the Activation kinds of
+kernels/activation_kinds.py (ACT by name); alpha / beta are the activation's
+attributes (LeakyRelu alpha, Clip min / max, HardSigmoid alpha / beta; Gelu / GeluTanh
+alpha 1: x * (1 + erf) before the 0.5). The numpy reference is `epilogue_reference`.
 """
 
 from __future__ import annotations
@@ -16,21 +16,9 @@ from typing import Final
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.math.vmath import erf32, exp_row, tanh32
 
-ACT: Final[dict[str, int]] = {
-    "": 0,
-    "Relu": 1,
-    "Gelu": 2,
-    "GeluTanh": 3,
-    "Sigmoid": 4,
-    "Silu": 5,
-    "HardSwish": 6,
-    "Clip": 7,
-    "LeakyRelu": 8,
-    "Tanh": 9,
-    "HardSigmoid": 10,
-}
 f32 = np.float32
 _SQRT1_2: Final = 0.7071067811865476
 _SQRT_2_OVER_PI: Final = 0.7978845608028654
@@ -40,21 +28,21 @@ _SQRT_2_OVER_PI: Final = 0.7978845608028654
 def act_row(row, code, a, b, tmp, scratch):
     """Activation `code` in place over a 1-D float32 row (tmp / scratch as long)."""
     w = row.shape[0]
-    if code == 1:
+    if code == Activation.RELU:
         for j in range(w):
             row[j] = max(row[j], f32(0.0))
-    elif code == 2 or code == 3:
+    elif code == Activation.GELU or code == Activation.GELU_TANH:
         # a != 0: the graph rounds x * (1 + erf) before halving it, which is inf for
         # x > float32 max / 2 (the usual export); else 0.5 * x first (Gelu-20's spec)
         first, second = (f32(1.0), f32(0.5)) if a != f32(0.0) else (f32(0.5), f32(1.0))
         for j in range(w):
             v = row[j]
-            if code == 2:
+            if code == Activation.GELU:
                 p = f32(1.0) + erf32(v * f32(_SQRT1_2))
             else:
                 p = f32(1.0) + tanh32(f32(_SQRT_2_OVER_PI) * (v + f32(0.044715) * v * v * v))
             row[j] = first * v * p * second
-    elif code == 4 or code == 5:
+    elif code == Activation.SIGMOID or code == Activation.SILU:
         # sigmoid as ops/activation.py computes it: e / (1 + e), e = exp(x), for x < 0
         # (no underflow to 0 before exp(x) does); SiLU as the graph's x * Sigmoid(x)
         t = tmp[:w]
@@ -64,34 +52,34 @@ def act_row(row, code, a, b, tmp, scratch):
         for j in range(w):
             v, e = row[j], t[j]
             s = f32(1.0) / (f32(1.0) + e) if v >= f32(0.0) else e / (f32(1.0) + e)
-            row[j] = s if code == 4 else v * s
-    elif code == 6:
+            row[j] = s if code == Activation.SIGMOID else v * s
+    elif code == Activation.HARD_SWISH:
         for j in range(w):
             v = row[j]
             row[j] = v * min(max(v * f32(1.0 / 6.0) + f32(0.5), f32(0.0)), f32(1.0))
-    elif code == 7:
+    elif code == Activation.CLIP:
         for j in range(w):
             row[j] = min(max(row[j], a), b)
-    elif code == 8:
+    elif code == Activation.LEAKY_RELU:
         for j in range(w):
             v = row[j]
             row[j] = v if v >= f32(0.0) else v * a
-    elif code == 9:
+    elif code == Activation.TANH:
         for j in range(w):
             row[j] = tanh32(row[j])
-    elif code == 10:
+    elif code == Activation.HARD_SIGMOID:
         for j in range(w):
             row[j] = min(max(row[j] * a + b, f32(0.0)), f32(1.0))
 
 
 @nb.njit(inline="always", cache=True)
 def _piecewise(v, code, a, b):
-    """The activations that are a compare or two (codes 0, 1, 7, 8) of one value."""
-    if code == 1:
+    """The activations that are a compare or two of one value (PIECEWISE)."""
+    if code == Activation.RELU:
         return max(v, f32(0.0))
-    if code == 7:
+    if code == Activation.CLIP:
         return min(max(v, a), b)
-    if code == 8:
+    if code == Activation.LEAKY_RELU:
         return v if v >= f32(0.0) else v * a
     return v
 
@@ -104,7 +92,12 @@ def _epilogue(y, n0, n1, bias, has_bias, row_bias, z, has_z, code, alpha, beta):
     tmp = np.empty(w, dtype=np.float32)
     a = f32(alpha)
     b = f32(beta)
-    if code == 0 or code == 1 or code == 7 or code == 8:
+    if (
+        code == Activation.NONE
+        or code == Activation.RELU
+        or code == Activation.CLIP
+        or code == Activation.LEAKY_RELU
+    ):
         # one pass per row: the product's output is usually past L2 (a 96 x 12544
         # conv output is 4.8 MB), and each extra pass over it costs as much again
         for i in range(m):
@@ -161,7 +154,7 @@ def epilogue(
 ) -> None:
     """In place on y[:, n0:n1] (C-contiguous float32 2-D): += bias[n0:n1] (or, row_bias,
     bias[i] on row i), then the activation."""
-    if bias is None and code == 0 and z is None:
+    if bias is None and code == Activation.NONE and z is None:
         return
     if y.dtype != np.float32 or not y.flags.c_contiguous or y.ndim != 2:
         raise ValueError(
@@ -178,20 +171,21 @@ def epilogue_reference(
     """numpy/float64 reference of the whole-matrix epilogue (returns a new array)."""
     v = y.astype(np.float64) + (0.0 if bias is None else bias.astype(np.float64))
     erf = np.vectorize(math.erf, otypes=[np.float64])  # otypes: works on empty arrays
+    K = Activation
     out = {
-        0: lambda: v,
-        1: lambda: np.maximum(v, 0.0),
-        2: lambda: 0.5 * v * (1.0 + erf(v * _SQRT1_2)),
-        3: lambda: 0.5 * v * (1.0 + np.tanh(_SQRT_2_OVER_PI * (v + 0.044715 * v**3))),
-        4: lambda: 1.0 / (1.0 + np.exp(-v)),
-        5: lambda: v / (1.0 + np.exp(-v)),
-        6: lambda: v * np.clip(v / 6.0 + 0.5, 0.0, 1.0),
-        7: lambda: np.clip(v, alpha, beta),
-        8: lambda: np.where(v >= 0, v, v * alpha),
-        9: lambda: np.tanh(v),
-        10: lambda: np.clip(v * alpha + beta, 0.0, 1.0),
-    }[code]()
-    if code in (2, 3) and alpha:  # x * (1 + erf) rounded to float32 first (act_row)
+        K.NONE: lambda: v,
+        K.RELU: lambda: np.maximum(v, 0.0),
+        K.GELU: lambda: 0.5 * v * (1.0 + erf(v * _SQRT1_2)),
+        K.GELU_TANH: lambda: 0.5 * v * (1.0 + np.tanh(_SQRT_2_OVER_PI * (v + 0.044715 * v**3))),
+        K.SIGMOID: lambda: 1.0 / (1.0 + np.exp(-v)),
+        K.SILU: lambda: v / (1.0 + np.exp(-v)),
+        K.HARD_SWISH: lambda: v * np.clip(v / 6.0 + 0.5, 0.0, 1.0),
+        K.CLIP: lambda: np.clip(v, alpha, beta),
+        K.LEAKY_RELU: lambda: np.where(v >= 0, v, v * alpha),
+        K.TANH: lambda: np.tanh(v),
+        K.HARD_SIGMOID: lambda: np.clip(v * alpha + beta, 0.0, 1.0),
+    }[Activation(code)]()
+    if code in (K.GELU, K.GELU_TANH) and alpha:  # x * (1 + erf) rounded to float32 first (act_row)
         wide = np.abs(out) > np.finfo(np.float32).max / 2
         out = np.where(wide, np.copysign(np.inf, out), out)
     return out.astype(y.dtype)

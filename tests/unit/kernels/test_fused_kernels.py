@@ -9,10 +9,11 @@ import math
 import numpy as np
 import pytest
 
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.attn.mha import attention, attention_reference
 from onnxexec.kernels.conv.conv2d import conv2d
 from onnxexec.kernels.linalg.gemm import batched, linear
-from onnxexec.kernels.math.activations import ACT, epilogue, epilogue_reference
+from onnxexec.kernels.math.activations import epilogue, epilogue_reference
 from onnxexec.kernels.math.norms import layer_norm, layer_norm_reference
 from onnxexec.kernels.math.vmath import erf32, exp_row, tanh32
 from onnxexec.native import parallel

@@ -2,12 +2,15 @@
 replayed on later calls with new input / output / residual addresses, checked against
 a float64 numpy conv on every call; the calls that must not replay (a temporary input
 copy, a KxK direct conv's scratch planes, several jobs, an input also read as the
-residual, one thread, another thread count, the same weight under other attributes)."""
+residual, one thread, another thread count, the same weight under other attributes).
+The recordings live in the node's prepared state (ops/fused_linear.ConvState), which a
+session's plan owns: built here with the op's prepare hook, as the planner does."""
 
 from __future__ import annotations
 
 import gc
 import weakref
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +20,7 @@ from onnxexec.kernels.conv.conv2d import conv2d
 from onnxexec.kernels.conv.conv_taps import to_ohwi
 from onnxexec.native import parallel
 from onnxexec.native.launch import Replay, recording
-from onnxexec.ops import fused_linear
-from onnxexec.ops.fused_linear import fused_conv
+from onnxexec.ops.fused_linear import ConvState, fused_conv, prepare_conv
 from tests.unit.kernels.conv.test_conv_taps import _reference
 
 
@@ -30,9 +32,7 @@ def _rand(*shape, seed=0):
 def two_threads():
     old = parallel.num_threads()
     parallel.set_num_threads(2)
-    fused_linear._REPLAYS.clear()
     yield
-    fused_linear._REPLAYS.clear()
     parallel.set_num_threads(old)
 
 
@@ -43,11 +43,15 @@ def _want(x, w, b, s, p, group, act, z=None):
     return np.clip(ref, 0.0, 6.0) if act == "Clip" else ref
 
 
-def _conv(x, w, b, s, p, group, act, z=None):
+def _state(w, b) -> ConvState:
+    return prepare_conv((None, w, b), {})
+
+
+def _conv(x, w, b, s, p, group, act, z=None, st=None):
     k = w.shape[2:]
     return fused_conv(
         x, w, b, z, group=group, kernel_shape=k, pads=p, strides=s, dilations=(1, 1),
-        activation=act, alpha=0.0, beta=6.0,
+        activation=act, alpha=0.0, beta=6.0, prepared=st,
     )  # fmt: skip
 
 
@@ -76,16 +80,17 @@ def test_replayed_node_matches_reference(two_threads, xs, ws, s, p, group, resid
     if ws[2] > 1 and group == 1:  # stored OHWI, as passes/conv_layout.py does
         w = to_ohwi(w)
     out_shape = _want(_rand(*xs), w, b, s, p, group, "").shape
+    st = _state(w, b)
     for call in range(3):  # record, then replay twice with new arrays
         x = _rand(*xs, seed=10 + call)
         z = _rand(*out_shape, seed=20 + call) if residual else None
-        got = _conv(x, w, b, s, p, group, "Clip", z)
+        got = _conv(x, w, b, s, p, group, "Clip", z, st)
         np.testing.assert_allclose(got, _want(x, w, b, s, p, group, "Clip", z), atol=2e-4)
     if ws[2] > 1 and group == 1 and not direct_job.AVAILABLE:
         pytest.skip(_NEEDS_DIRECT)  # the results above were still checked
-    hit = fused_linear._REPLAYS[(id(w), xs)]
-    assert hit is not None and hit.w() is w
-    assert (hit.replay.slots[2] >= 0) == residual
+    hit = st.replays[xs]
+    assert hit is not None
+    assert (hit.slots[2] >= 0) == residual
 
 
 @pytest.mark.parametrize(
@@ -98,40 +103,53 @@ def test_replayed_node_matches_reference(two_threads, xs, ws, s, p, group, resid
 )
 def test_unreplayable_nodes_stay_on_their_path(two_threads, xs, ws, s, p, group):
     w, b = _rand(*ws, seed=1), _rand(ws[0], seed=2)
+    st = _state(w, b)
     for call in range(2):
         x = _rand(*xs, seed=10 + call)
-        np.testing.assert_allclose(
-            _conv(x, w, b, s, p, group, "Clip"), _want(x, w, b, s, p, group, "Clip"), atol=2e-4
-        )
-    assert fused_linear._REPLAYS.get((id(w), xs)) is None  # absent: no native job ran
+        got = _conv(x, w, b, s, p, group, "Clip", None, st)
+        np.testing.assert_allclose(got, _want(x, w, b, s, p, group, "Clip"), atol=2e-4)
+    assert st.replays.get(xs) is None  # absent (no native job ran) or not replayable
 
 
 def test_input_also_the_residual_is_not_replayed(two_threads):
     x, w, b = _rand(1, 64, 14, 14), _rand(64, 1, 3, 3, seed=1), _rand(64, seed=2)
+    st = _state(w, b)
     for _ in range(2):
-        got = _conv(x, w, b, (1, 1), (1, 1, 1, 1), 64, "", x)
+        got = _conv(x, w, b, (1, 1), (1, 1, 1, 1), 64, "", x, st)
         np.testing.assert_allclose(got, _want(x, w, b, (1, 1), (1, 1, 1, 1), 64, "", x), atol=2e-4)
-    assert fused_linear._REPLAYS[(id(w), x.shape)] is None
+    assert x.shape in st.replays and st.replays[x.shape] is None
 
 
 def test_same_weight_other_attributes(two_threads):
-    """Two nodes sharing one weight: the second's activation is not the first's."""
+    """Two nodes sharing one weight: each has its own state, so the second's activation
+    is not the first's replayed."""
     x, w, b = _rand(1, 160, 7, 7), _rand(960, 160, 1, 1, seed=1), _rand(960, seed=2)
     p = (0, 0, 0, 0)
+    states = {"Clip": _state(w, b), "": _state(w, b)}
     for act in ("Clip", "", "Clip", ""):
-        np.testing.assert_allclose(
-            _conv(x, w, b, (1, 1), p, 1, act), _want(x, w, b, (1, 1), p, 1, act), atol=2e-4
-        )
+        got = _conv(x, w, b, (1, 1), p, 1, act, None, states[act])
+        np.testing.assert_allclose(got, _want(x, w, b, (1, 1), p, 1, act), atol=2e-4)
+
+
+def test_another_weight_than_the_planned_one_is_not_replayed(two_threads):
+    """A state only serves the constants it was prepared for."""
+    x, w, b = _rand(1, 160, 7, 7), _rand(960, 160, 1, 1, seed=1), _rand(960, seed=2)
+    st, p = _state(w, b), (0, 0, 0, 0)
+    _conv(x, w, b, (1, 1), p, 1, "Clip", None, st)
+    w2 = _rand(960, 160, 1, 1, seed=7)
+    got = _conv(x, w2, b, (1, 1), p, 1, "Clip", None, st)
+    np.testing.assert_allclose(got, _want(x, w2, b, (1, 1), p, 1, "Clip"), atol=2e-4)
 
 
 def test_thread_count_change_takes_the_full_path(two_threads):
     x, w, b = _rand(1, 160, 7, 7), _rand(960, 160, 1, 1, seed=1), _rand(960, seed=2)
     p = (0, 0, 0, 0)
-    _conv(x, w, b, (1, 1), p, 1, "Clip")
-    assert fused_linear._REPLAYS[(id(w), x.shape)] is not None
+    st = _state(w, b)
+    _conv(x, w, b, (1, 1), p, 1, "Clip", None, st)
+    assert st.replays[x.shape] is not None
     for n in (1, 3):
         parallel.set_num_threads(n)
-        got = _conv(x, w, b, (1, 1), p, 1, "Clip")
+        got = _conv(x, w, b, (1, 1), p, 1, "Clip", None, st)
         np.testing.assert_allclose(got, _want(x, w, b, (1, 1), p, 1, "Clip"), atol=2e-4)
 
 
@@ -173,17 +191,41 @@ def test_a_direct_kxk_job_replays_from_its_own_planes(two_threads):
     assert jobs[0].args[0] != replay.args[0]  # a recorded call splits into planes of its own
 
 
-def test_a_replay_does_not_keep_its_weights_alive(two_threads):
-    """A discarded session's weights are freed: the entry watches W and B by weak
-    reference, keeps none of their views, and goes with W."""
-    x, w, b = _rand(1, 96, 14, 14), _rand(96, 1, 3, 3, seed=1), _rand(96, seed=2)
+def _conv_model(path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(_rand(32, 16, 1, 1, seed=1), "w")
+    b = numpy_helper.from_array(_rand(32, seed=2), "b")
+    node = helper.make_node("Conv", ["x", "w", "b"], ["c"])
+    relu = helper.make_node("Relu", ["c"], ["y"])
+    graph = helper.make_graph(
+        [node, relu],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 7, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 7, 7])],
+        [w, b],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_a_sessions_conv_state_goes_with_the_session(two_threads, tmp_path):
+    """The plan owns each FusedConv's state (recorded job, packed panels): a discarded
+    session frees it and the weights it holds; no module-level cache keeps them."""
+    import onnxexec
+
+    _conv_model(tmp_path / "c.onnx")
+    s = onnxexec.InferenceSession(str(tmp_path / "c.onnx"))
+    x = _rand(1, 16, 7, 7, seed=3)
     for _ in range(2):
-        _conv(x, w, b, (1, 1), (1, 1, 1, 1), 96, "Clip")
-    key = (id(w), x.shape)
-    hit = fused_linear._REPLAYS[key]
-    assert hit is not None
-    assert not any(np.may_share_memory(a, w) or np.may_share_memory(a, b) for a in hit.replay.keep)
-    gone = weakref.ref(w)
-    del w, hit
+        y = s.run(None, {"x": x})[0]
+    w, b = _rand(32, 16, 1, 1, seed=1), _rand(32, seed=2)
+    want, _ = _reference(x, w, b, (1, 1), (0, 0, 0, 0), (1, 1), 1)
+    np.testing.assert_allclose(y, np.maximum(want, 0), atol=2e-4)
+    states = [st.kwargs["prepared"] for st in s._plan.steps if st.node.op_type == "FusedConv"]
+    assert len(states) == 1 and isinstance(states[0], ConvState)
+    gone = weakref.ref(states[0])
+    weight = weakref.ref(states[0].w)
+    del s, states
     gc.collect()
-    assert gone() is None and key not in fused_linear._REPLAYS
+    assert gone() is None and weight() is None

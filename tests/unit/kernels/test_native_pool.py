@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from onnxexec.kernels import intrinsics
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.linalg import blas, gemm
-from onnxexec.kernels.math.activations import ACT, epilogue_reference
+from onnxexec.kernels.math.activations import epilogue_reference
 from onnxexec.native import affinity, parallel
 
 

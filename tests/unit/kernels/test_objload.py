@@ -301,8 +301,8 @@ CONV_RUN = textwrap.dedent(
     s = onnxexec.InferenceSession(sys.argv[1], so)
     x = np.random.default_rng(0).standard_normal((1, 16, 32, 32)).astype(np.float32)
     ys = [s.run(None, {"x": x})[0] for _ in range(3)]  # record, then replay
-    from onnxexec.ops.fused_linear import _REPLAYS
-    fast = [bool(r.replay.fns) for r in _REPLAYS.values() if r is not None]
+    states = [st.kwargs["prepared"] for st in s._plan.steps if st.node.op_type == "FusedConv"]
+    fast = [bool(r.fns) for st in states for r in st.replays.values() if r is not None]
     print(json.dumps({
         "numba": "numba" in sys.modules, "y": ys[0].tolist(), "y3": ys[2].tolist(),
         "replays": len(fast), "linked": sum(fast),

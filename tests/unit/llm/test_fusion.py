@@ -1,8 +1,9 @@
-"""llm/fusion.py: the fused decoder graph computes exactly what the unfused one does.
+"""The LLM pass set (passes/llm_blocks.py, run by passes/pipeline.fuse_llm): the fused
+decoder graph computes exactly what the unfused one does.
 
 Tiny llama GGUFs of models/build_tiny_gguf.py (n_embd 256, every weight type the fused
 ops treat differently) run through two plans with their own KV caches: the one LLM
-builds (fuse_weights + fuse_graph) and one built from freshly prepared, unfused
+builds (llm/weights.py stacking + fuse_llm) and one built from freshly prepared, unfused
 weights. Logits of a prompt and of single-token steps must be bit-identical.
 """
 
@@ -15,9 +16,9 @@ import numpy as np
 import pytest
 
 from onnxexec.ir.graph import Graph, Node
-from onnxexec.llm.fusion import fuse_graph
 from onnxexec.llm.graph import build_llm_graph
 from onnxexec.llm.model import LLM, prepare_tensor
+from onnxexec.passes.pipeline import fuse_llm
 from onnxexec.runtime.executor import execute
 from onnxexec.runtime.plan import plan_graph
 
@@ -103,7 +104,7 @@ def test_ffn_pattern_needs_private_intermediates(extra_user):
         {k: np.zeros(8, np.float32) for k in ("wn", "wg", "wu", "wd")},
         opset_imports={"": 21, "onnxexec": 1},
     )
-    ops = [n.op_type for n in fuse_graph(g).nodes]
+    ops = [n.op_type for n in fuse_llm(g).nodes]
     if extra_user:  # g is read outside the chain: nothing may be fused away
         assert "FFNBlock" not in ops and ops.count("QMatMul") == 3
     else:

@@ -128,7 +128,8 @@ def test_context_limit_and_empty_eval(path):
     ("arch", "wtype"), [("llama", "Q4_0"), ("llama", "Q8_0"), ("qwen2", "Q4_1"), ("gemma3", "Q5_0")]
 )
 def test_fused_graph_computes_the_same_bits(arch, wtype, tmp_path):
-    """llm/fusion.py's layer-sized ops reproduce the one-op-per-node graph exactly."""
+    """The LLM pass set's layer-sized ops (passes/llm_blocks.py) reproduce the
+    one-op-per-node graph exactly."""
     path = write_tiny_gguf(tmp_path / "q.gguf", arch, wtype=wtype)
     ids = LLM(path, n_ctx=64).tokenizer.encode(TEXT)
     out = []

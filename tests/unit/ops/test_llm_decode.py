@@ -156,3 +156,24 @@ def test_driver_cache_stamp_covers_imported_kernel_sources(tmp_path):
     # the drivers' cache entries carry it (as of import: the tree may change since)
     stamp = kd.attn_one._cache._cache_file._source_stamp
     assert isinstance(stamp, tuple) and len(stamp[1]) == 32
+
+
+def test_a_nodes_state_is_made_once_and_only_for_its_weights():
+    """The prepare hook's DecodeState keeps the gathered groups of the node's planned
+    weights across tokens; other weights get their own (same results either way)."""
+    rng = np.random.default_rng(11)
+    wg, wu = _weight(q.Q4_1, F, D, rng), _weight(q.Q4_1, F, D, rng)
+    wd = _weight(q.Q4_1, D, F, rng)
+    nw = np.ones(D, np.float32)
+    st = od.prepare_decode(2, 3)((None, nw, wg, wu, wd), {})
+    assert st.made is None  # nothing gathered at planning time
+    x = rng.standard_normal((1, D)).astype(np.float32)
+    first = od.ffn_decode(x, nw, wg, wu, wd, 1e-5, "int8", st)
+    made = st.made
+    assert made
+    again = od.ffn_decode(x, nw, wg, wu, wd, 1e-5, "int8", st)
+    assert st.made is made
+    np.testing.assert_array_equal(_bits(first), _bits(again))
+    other = od.ffn_decode(x, nw, wu, wg, wd, 1e-5, "int8", st)  # not the planned weights
+    assert st.made is made
+    np.testing.assert_array_equal(_bits(other), _bits(_ffn_ref(x, nw, wu, wg, wd)))

@@ -10,9 +10,9 @@ import itertools
 import numpy as np
 import pytest
 
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv.conv2d import conv2d
 from onnxexec.kernels.conv.depthwise import depthwise2d_fused
-from onnxexec.kernels.math.activations import ACT
 from onnxexec.native import parallel
 from onnxexec.ops.fused_linear import fused_conv
 

@@ -12,6 +12,7 @@ import mmap
 import numpy as np
 import pytest
 
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv import direct_job
 from onnxexec.kernels.conv.conv2d import conv2d
 from onnxexec.kernels.conv.conv_direct import (
@@ -22,7 +23,6 @@ from onnxexec.kernels.conv.conv_direct import (
 )
 from onnxexec.kernels.conv.conv_taps import to_ohwi
 from onnxexec.kernels.conv.depthwise import depthwise2d_fused, inplace_masks
-from onnxexec.kernels.math.activations import ACT
 from tests.unit.kernels._guard import guarded
 from tests.unit.kernels.conv.test_conv_taps import _reference
 

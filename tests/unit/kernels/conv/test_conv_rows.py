@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv import conv2d as conv2d_mod
 from onnxexec.kernels.conv.conv2d import conv2d
 from onnxexec.kernels.conv.conv_rows import im2row, to_hwc, use_rows
 from onnxexec.kernels.conv.conv_taps import to_ohwi
-from onnxexec.kernels.math.activations import ACT
 from onnxexec.native import parallel
 from tests.unit.kernels.conv.test_conv2d import _reference
 

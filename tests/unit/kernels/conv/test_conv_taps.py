@@ -9,10 +9,10 @@ import itertools
 import numpy as np
 import pytest
 
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv.conv2d import conv2d
 from onnxexec.kernels.conv.conv_rows import use_rows
 from onnxexec.kernels.conv.conv_taps import ohwi, to_ohwi, use_taps
-from onnxexec.kernels.math.activations import ACT
 from onnxexec.native import parallel
 
 

@@ -10,8 +10,8 @@ import itertools
 import numpy as np
 import pytest
 
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv import conv_gemm, pointwise_packed
-from onnxexec.kernels.math.activations import ACT
 
 pytestmark = pytest.mark.skipif(
     not pointwise_packed.AVAILABLE, reason="no AVX2 / FMA: the packed kernels don't run here"

@@ -7,14 +7,15 @@ nothing written outside the output, conv2d's dispatch and the packed weight's li
 from __future__ import annotations
 
 import gc
+import weakref
 
 import numpy as np
 import pytest
 
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv import pointwise_small as ps
 from onnxexec.kernels.conv import pointwise_t as pt
 from onnxexec.kernels.conv.conv2d import conv2d
-from onnxexec.kernels.math.activations import ACT
 
 pytestmark = pytest.mark.skipif(not pt.AVAILABLE, reason="needs AVX-512 (avx512f)")
 
@@ -76,24 +77,25 @@ def test_conv2d_dispatch(threads):
     assert not ps.use_small(320, 1280, 50, 0)
     assert not ps.use_small(320, 1280, 49, ACT["Sigmoid"])
     x, wt, b = _rand(1, 64, 7, 7), _rand(96, 64, 1, 1, seed=1), _rand(96, seed=2)
-    before = len(ps._PACKED)
-    got = conv2d(x, wt, b, (1, 1), (0, 0, 0, 0), (1, 1), 1, (7, 7), ACT["Relu"])
-    assert id(wt) in ps._PACKED and len(ps._PACKED) == before + 1
+    panels = ps.Panels(wt)
+    got = conv2d(x, wt, b, (1, 1), (0, 0, 0, 0), (1, 1), 1, (7, 7), ACT["Relu"], panels=panels)
+    assert panels._wp is not None  # the small path ran, on the caller's panels
     np.testing.assert_allclose(got, _want(x, wt, b, None, ACT["Relu"], 0, 0), rtol=1e-4, atol=1e-4)
     sig = conv2d(x, wt, b, (1, 1), (0, 0, 0, 0), (1, 1), 1, (7, 7), ACT["Sigmoid"])
     ref = 1.0 / (1.0 + np.exp(-_want(x, wt, b, None, 0, 0, 0)))
     np.testing.assert_allclose(sig, ref, rtol=1e-4, atol=1e-4)
 
 
-def test_packed_weight_goes_with_its_weight():
+def test_panels_pack_once_and_go_with_their_holder():
     w = _rand(64, 40, 1, 1)
-    wp = ps.packed_weight(w)
-    assert wp.shape == (2, 40, 32) and ps.packed_weight(w) is wp
+    panels = ps.Panels(w)
+    wp = panels.get()
+    assert wp.shape == (2, 40, 32) and panels.get() is wp
     np.testing.assert_array_equal(wp[1, :, :].T, w.reshape(64, 40)[32:])
-    key = id(w)
-    del w
+    gone = weakref.ref(wp)
+    del panels, wp
     gc.collect()
-    assert key not in ps._PACKED
+    assert gone() is None  # no module-level cache keeps them
 
 
 def test_strided_conv2d_subsamples_into_the_small_path(threads):
@@ -101,7 +103,10 @@ def test_strided_conv2d_subsamples_into_the_small_path(threads):
     then runs here; the residual comes along."""
     x, wt, b = _rand(1, 48, 14, 14), _rand(80, 48, 1, 1, seed=1), _rand(80, seed=2)
     z = _rand(1, 80, 7, 7, seed=3)
-    got = conv2d(x, wt, b, (2, 2), (0, 0, 0, 0), (1, 1), 1, (7, 7), ACT["Relu"], 0.0, 0.0, z)
-    assert id(wt) in ps._PACKED
+    panels = ps.Panels(wt)
+    got = conv2d(
+        x, wt, b, (2, 2), (0, 0, 0, 0), (1, 1), 1, (7, 7), ACT["Relu"], 0.0, 0.0, z, panels
+    )
+    assert panels._wp is not None
     want = _want(x[:, :, ::2, ::2], wt, b, z, ACT["Relu"], 0, 0)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.linalg import gemm, sgemm_packed
-from onnxexec.kernels.math.activations import ACT, epilogue_reference
+from onnxexec.kernels.math.activations import epilogue_reference
 
 pytestmark = pytest.mark.skipif(not sgemm_packed.AVAILABLE, reason="no AVX2/FMA")
 
