@@ -218,15 +218,21 @@ class EmbeddingPredictor(Predictor):
 
 class LLMPredictor(Predictor):
     """GGUF LLM: each row's `prompt` (or chat `messages`) -> text, token counts, finish
-    reason. Rows run one after another through `onnxexec.llm.generation.generate`."""
+    reason. A batch's rows share one continuous-batching engine (llm/batching.py): each
+    decode step is one pass over every row still generating, and at temperature 0 each
+    row's tokens equal `onnxexec.llm.generate`'s for its prompt alone."""
+
+    SLOTS = 4  # rows decoded together; each slot holds a KV cache of n_ctx positions
 
     def __init__(self, spec: JobSpec) -> None:
         super().__init__(spec)
+        from onnxexec.llm.batching import BatchEngine
         from onnxexec.llm.model import LLM
         from onnxexec.llm.sampler import SamplingParams
 
         self.llm = LLM(spec.model, n_ctx=spec.n_ctx, threads=spec.threads)
         self.params = SamplingParams(**dict(spec.sampling))
+        self.engine = BatchEngine(self.llm, slots=self.SLOTS)
         self.prompt_column = spec.columns.get("prompt", "prompt")
         self.messages_column = spec.columns.get("messages", "messages")
 
@@ -253,29 +259,80 @@ class LLMPredictor(Predictor):
     def predict(self, table: Any) -> dict[str, Any]:
         import pyarrow as pa
 
-        from onnxexec.llm.generation import generate
-
-        out: dict[str, list[Any]] = {
-            "text": [],
-            "prompt_tokens": [],
-            "completion_tokens": [],
-            "finish_reason": [],
-        }
-        for row in table.to_pylist():
-            prompt = self._prompt(row)
-            res = generate(self.llm, prompt, self.spec.max_tokens, self.params, self.spec.stop)
-            out["text"].append(res.text)
-            out["prompt_tokens"].append(len(res.prompt_tokens))
-            out["completion_tokens"].append(len(res.tokens))
-            # OpenAI's vocabulary: the model stopped, or a length limit cut it
-            cut = res.stop_reason in ("length", "context")
-            out["finish_reason"].append("length" if cut else "stop")
+        rows = [_LLMRow(self, self._prompt(row)) for row in table.to_pylist()]
+        if any(not row.ids for row in rows):
+            raise BatchInputError("the prompt encodes to no tokens")
+        by_id: dict[int, _LLMRow] = {}
+        try:
+            for row in rows:  # a prompt longer than the context raises here (ValueError)
+                by_id[row.submit(self.engine)] = row
+            while any(not row.done for row in rows):
+                for ev in self.engine.step():
+                    row = by_id[ev.request_id]
+                    if not row.done:
+                        row.feed(ev.token, ev.finish, ev.error)
+                        if row.done and ev.finish is None:  # a stop string: stop decoding it
+                            self.engine.cancel(ev.request_id)
+        finally:
+            for rid, row in by_id.items():
+                if not row.done:
+                    self.engine.cancel(rid)
+            while self.engine.has_work():  # let cancelled requests leave their slots
+                self.engine.step()
         return {
-            "text": pa.array(out["text"], pa.string()),
-            "prompt_tokens": pa.array(out["prompt_tokens"], pa.int64()),
-            "completion_tokens": pa.array(out["completion_tokens"], pa.int64()),
-            "finish_reason": pa.array(out["finish_reason"], pa.string()),
+            "text": pa.array([r.text for r in rows], pa.string()),
+            "prompt_tokens": pa.array([len(r.ids) for r in rows], pa.int64()),
+            "completion_tokens": pa.array([len(r.tokens) for r in rows], pa.int64()),
+            "finish_reason": pa.array([r.finish for r in rows], pa.string()),
         }
+
+
+class _LLMRow:
+    """One row's generation, finished as `onnxexec.llm.generation.stream` finishes it:
+    the sampler sees the prompt and every generated token (llm.tokens there), a stop
+    string ends the text before it, end-of-generation and length limits as there."""
+
+    def __init__(self, pred: LLMPredictor, prompt: str) -> None:
+        from onnxexec.llm.sampler import Sampler
+        from onnxexec.llm.tokenizer import StreamDecoder
+
+        tok = pred.llm.tokenizer
+        self.ids = tok.encode(prompt, add_special=True, parse_special=True)
+        self.max_tokens = pred.spec.max_tokens
+        self.stop = tuple(pred.spec.stop)
+        self.history = list(self.ids)
+        self.sampler = Sampler(pred.params)
+        self.decoder = StreamDecoder(tok)
+        self.tokens: list[int] = []
+        self.text = ""
+        self.finish = ""
+        self.done = False
+
+    def sample(self, logits: np.ndarray) -> int:
+        t = self.sampler(logits, self.history)
+        self.history.append(t)
+        return t
+
+    def submit(self, engine: Any) -> int:
+        from onnxexec.llm.batching import Request
+
+        return int(engine.submit(Request(list(self.ids), self.max_tokens, self.sample)))
+
+    def feed(self, token: int | None, finish: str | None, error: str | None) -> None:
+        if finish == "error":
+            raise OnnxExecError(f"generation failed: {error}")
+        if token is not None:
+            self.tokens.append(token)
+            self.text += self.decoder.push(token)
+            hits = [self.text.find(s) for s in self.stop if s in self.text]
+            if hits:
+                self.text = self.text[: min(hits)]
+                self.finish, self.done = "stop", True
+                return
+        if finish is not None:
+            self.text += self.decoder.flush()
+            # OpenAI's vocabulary: the model stopped, or a length limit cut it
+            self.finish, self.done = ("length" if finish == "length" else "stop"), True
 
 
 def make_predictor(spec: JobSpec) -> Predictor:
