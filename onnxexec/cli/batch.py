@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from onnxexec.cli.common import verbose_option
+from onnxexec.cli.common import sampling_fields, sampling_options, verbose_option
 from onnxexec.errors import OnnxExecError
 
 MAX_LISTED_ERRORS = 20
@@ -85,23 +85,7 @@ def _columns(value: str | None) -> dict[str, str]:
     help="GGUF: tokens to generate per row.",
 )
 @click.option("--stop", multiple=True, help="GGUF: stop when this string is generated.")
-@click.option(
-    "--temperature",
-    "--temp",
-    default=0.8,
-    show_default=True,
-    type=click.FloatRange(0),
-    help="0 = greedy.",
-)
-@click.option("--top-k", default=40, show_default=True, type=click.IntRange(0))
-@click.option("--top-p", default=0.95, show_default=True, type=click.FloatRange(0, 1))
-@click.option("--min-p", default=0.05, show_default=True, type=click.FloatRange(0, 1))
-@click.option(
-    "--repeat-penalty", default=1.0, show_default=True, type=click.FloatRange(0, min_open=True)
-)
-@click.option("--presence-penalty", default=0.0, show_default=True)
-@click.option("--frequency-penalty", default=0.0, show_default=True)
-@click.option("--seed", default=None, type=int, help="Seed for reproducible sampling.")
+@sampling_options
 @click.option("--ctx", "n_ctx", default=None, type=click.IntRange(1), help="GGUF: context size.")
 @verbose_option
 def batch_cmd(
@@ -145,16 +129,16 @@ def batch_cmd(
         raise OnnxExecError(
             f"onnxexec batch needs Ray ({e.name} is missing): pip install 'onnxexec[ray]'"
         ) from None
-    sampling = {
-        "temperature": temperature,
-        "top_k": top_k,
-        "top_p": top_p or 1.0,
-        "min_p": min_p,
-        "repeat_penalty": repeat_penalty,
-        "presence_penalty": presence_penalty,
-        "frequency_penalty": frequency_penalty,
-        "seed": seed,
-    }
+    sampling = sampling_fields(
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        min_p=min_p,
+        repeat_penalty=repeat_penalty,
+        presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty,
+        seed=seed,
+    )
     s = run_batch(
         model,
         data,

@@ -8,32 +8,13 @@ from pathlib import Path
 
 import click
 
-from onnxexec.cli.common import verbose_option
+from onnxexec.cli.common import sampling_fields, sampling_options, verbose_option
 from onnxexec.errors import OnnxExecError
 
 
 def _sampling_options(f):
     opts = [
-        click.option(
-            "--temperature",
-            "--temp",
-            default=0.8,
-            show_default=True,
-            type=click.FloatRange(0),
-            help="0 = greedy.",
-        ),
-        click.option("--top-k", default=40, show_default=True, type=click.IntRange(0)),
-        click.option("--top-p", default=0.95, show_default=True, type=click.FloatRange(0, 1)),
-        click.option("--min-p", default=0.05, show_default=True, type=click.FloatRange(0, 1)),
-        click.option(
-            "--repeat-penalty",
-            default=1.0,
-            show_default=True,
-            type=click.FloatRange(0, min_open=True),
-        ),
-        click.option("--presence-penalty", default=0.0, show_default=True),
-        click.option("--frequency-penalty", default=0.0, show_default=True),
-        click.option("--seed", default=None, type=int, help="Seed for reproducible sampling."),
+        sampling_options,
         click.option(
             "--ctx",
             "n_ctx",
@@ -49,21 +30,10 @@ def _sampling_options(f):
     return f
 
 
-def _params(
-    temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, seed
-):
+def _params(**opts):
     from onnxexec.llm.sampler import SamplingParams
 
-    return SamplingParams(
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p or 1.0,
-        min_p=min_p,
-        repeat_penalty=repeat_penalty,
-        presence_penalty=presence_penalty,
-        frequency_penalty=frequency_penalty,
-        seed=seed,
-    )
+    return SamplingParams(**sampling_fields(**opts))
 
 
 def _text(tok, token_id: int | None) -> str:
@@ -161,7 +131,14 @@ def generate_cmd(
 
     llm = _load(model, n_ctx, threads)
     params = _params(
-        temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, seed
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        min_p=min_p,
+        repeat_penalty=repeat_penalty,
+        presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty,
+        seed=seed,
     )
     res = GenerationResult()
     for piece in stream(llm, prompt, n_predict, params, stop, res):
@@ -226,7 +203,14 @@ def chat_cmd(
 
     llm = _load(model, n_ctx, threads)
     params = _params(
-        temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, seed
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        min_p=min_p,
+        repeat_penalty=repeat_penalty,
+        presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty,
+        seed=seed,
     )
     tok = llm.tokenizer
     template = llm.gguf.metadata.get("tokenizer.chat_template")
