@@ -199,73 +199,120 @@ def _make_dot(kind: int, rows: int, cols: int = 1) -> Any:
     return dot
 
 
-COLS: Final = 4  # activation rows per multi-token call (prefill)
+COLS: Final = 4  # activation rows per multi-token call (prefill, batched decode)
+TRIO: Final = 3  # activation rows per call for what is left below COLS: 2-3 sequences
+PAIR: Final = 2  # share each weight block load, as COLS rows do
 _DOTS = {
     (kind, r, c): _make_dot(kind, r, c)
     for kind in (Q4_1_KIND, Q8_0_KIND, Q5_0_KIND)
     for r in (ROWS, 1)
-    for c in (COLS, 1)
-    if (r, c) != (ROWS, COLS)
+    for c in (COLS, TRIO, PAIR, 1)
+    if (r, c) not in ((ROWS, COLS), (ROWS, TRIO))
 }
-_Q41_R1 = _DOTS[Q4_1_KIND, ROWS, 1]
-_Q41_1C, _Q41_11 = _DOTS[Q4_1_KIND, 1, COLS], _DOTS[Q4_1_KIND, 1, 1]
-_Q80_R1 = _DOTS[Q8_0_KIND, ROWS, 1]
-_Q80_1C, _Q80_11 = _DOTS[Q8_0_KIND, 1, COLS], _DOTS[Q8_0_KIND, 1, 1]
-_Q50_R1 = _DOTS[Q5_0_KIND, ROWS, 1]
-_Q50_1C, _Q50_11 = _DOTS[Q5_0_KIND, 1, COLS], _DOTS[Q5_0_KIND, 1, 1]
-# ROWS x COLS tiles run as two (ROWS / 2) x COLS ones: 16 accumulators plus the
-# activation and weight registers exceed AVX2's 16 ymm registers (spills); the halves
-# fit and were ~20% faster per output (SmolLM2's 1536 x 576 Q4_1, 4 and 8 rows, one
-# thread). Same outputs, same float steps each (see _make_dot).
+# ROWS x COLS (TRIO) tiles run as two (ROWS / 2) x COLS (TRIO) ones: 16 (12)
+# accumulators plus the activation and weight registers exceed AVX2's 16 ymm registers
+# (spills); the halves fit and were ~20% faster per output (SmolLM2's 1536 x 576 Q4_1,
+# 4 and 8 rows, one thread). ROWS x PAIR has 8 accumulators and fits whole. Same
+# outputs, same float steps each (see _make_dot).
 HALF: Final = ROWS // 2
-_Q41_HC = _make_dot(Q4_1_KIND, HALF, COLS)
-_Q80_HC = _make_dot(Q8_0_KIND, HALF, COLS)
-_Q50_HC = _make_dot(Q5_0_KIND, HALF, COLS)
+_HC = {kind: _make_dot(kind, HALF, COLS) for kind in (Q4_1_KIND, Q8_0_KIND, Q5_0_KIND)}
+_HT = {kind: _make_dot(kind, HALF, TRIO) for kind in (Q4_1_KIND, Q8_0_KIND, Q5_0_KIND)}
+_Q41_HC, _Q41_RP, _Q41_R1 = _HC[Q4_1_KIND], _DOTS[Q4_1_KIND, ROWS, PAIR], _DOTS[Q4_1_KIND, ROWS, 1]
+_Q41_HT, _Q41_1T = _HT[Q4_1_KIND], _DOTS[Q4_1_KIND, 1, TRIO]
+_Q41_1C, _Q41_1P, _Q41_11 = (
+    _DOTS[Q4_1_KIND, 1, COLS],
+    _DOTS[Q4_1_KIND, 1, PAIR],
+    _DOTS[Q4_1_KIND, 1, 1],
+)
+_Q80_HC, _Q80_RP, _Q80_R1 = _HC[Q8_0_KIND], _DOTS[Q8_0_KIND, ROWS, PAIR], _DOTS[Q8_0_KIND, ROWS, 1]
+_Q80_HT, _Q80_1T = _HT[Q8_0_KIND], _DOTS[Q8_0_KIND, 1, TRIO]
+_Q80_1C, _Q80_1P, _Q80_11 = (
+    _DOTS[Q8_0_KIND, 1, COLS],
+    _DOTS[Q8_0_KIND, 1, PAIR],
+    _DOTS[Q8_0_KIND, 1, 1],
+)
+_Q50_HC, _Q50_RP, _Q50_R1 = _HC[Q5_0_KIND], _DOTS[Q5_0_KIND, ROWS, PAIR], _DOTS[Q5_0_KIND, ROWS, 1]
+_Q50_HT, _Q50_1T = _HT[Q5_0_KIND], _DOTS[Q5_0_KIND, 1, TRIO]
+_Q50_1C, _Q50_1P, _Q50_11 = (
+    _DOTS[Q5_0_KIND, 1, COLS],
+    _DOTS[Q5_0_KIND, 1, PAIR],
+    _DOTS[Q5_0_KIND, 1, 1],
+)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _dot(kind, full, multi, raw, off, rb, nblk, x8, xo, xst, do, so, out, o, ostep):
-    """The intrinsic of (kind, ROWS or 1 weight rows, COLS or 1 activation rows)."""
+def _dot(kind, full, ncol, raw, off, rb, nblk, x8, xo, xst, do, so, out, o, ostep):
+    """The intrinsic of (kind, ROWS or 1 weight rows, COLS / TRIO / PAIR / 1 activation
+    rows)."""
     a = (raw, off, rb, nblk, x8, xo, xst, do, so, out, o, ostep)
     b = (raw, off + HALF * rb, rb, nblk, x8, xo, xst, do, so, out, o + HALF, ostep)
     if kind == Q4_1_KIND:
         if full:
-            if multi:
+            if ncol == COLS:
                 _Q41_HC(*a)
                 _Q41_HC(*b)
+            elif ncol == TRIO:
+                _Q41_HT(*a)
+                _Q41_HT(*b)
+            elif ncol == PAIR:
+                _Q41_RP(*a)
             else:
                 _Q41_R1(*a)
-        elif multi:
+        elif ncol == COLS:
             _Q41_1C(*a)
+        elif ncol == TRIO:
+            _Q41_1T(*a)
+        elif ncol == PAIR:
+            _Q41_1P(*a)
         else:
             _Q41_11(*a)
     elif kind == Q8_0_KIND:
         if full:
-            if multi:
+            if ncol == COLS:
                 _Q80_HC(*a)
                 _Q80_HC(*b)
+            elif ncol == TRIO:
+                _Q80_HT(*a)
+                _Q80_HT(*b)
+            elif ncol == PAIR:
+                _Q80_RP(*a)
             else:
                 _Q80_R1(*a)
-        elif multi:
+        elif ncol == COLS:
             _Q80_1C(*a)
+        elif ncol == TRIO:
+            _Q80_1T(*a)
+        elif ncol == PAIR:
+            _Q80_1P(*a)
         else:
             _Q80_11(*a)
-    elif full:
-        if multi:
-            _Q50_HC(*a)
-            _Q50_HC(*b)
-        else:
-            _Q50_R1(*a)
-    elif multi:
-        _Q50_1C(*a)
     else:
-        _Q50_11(*a)
+        if full:
+            if ncol == COLS:
+                _Q50_HC(*a)
+                _Q50_HC(*b)
+            elif ncol == TRIO:
+                _Q50_HT(*a)
+                _Q50_HT(*b)
+            elif ncol == PAIR:
+                _Q50_RP(*a)
+            else:
+                _Q50_R1(*a)
+        elif ncol == COLS:
+            _Q50_1C(*a)
+        elif ncol == TRIO:
+            _Q50_1T(*a)
+        elif ncol == PAIR:
+            _Q50_1P(*a)
+        else:
+            _Q50_11(*a)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
 def rows(raw, row_bytes, kind, x8, xst, out, col0, n0, n1, cols):
     """out[t, col0 + n] for the weight rows n in [n0, n1) and every activation row t
-    (see `_make_dot`), COLS activation rows per call when cols >= COLS."""
+    (see `_make_dot`): COLS activation rows per call when cols >= COLS, then the rest
+    (below COLS) in one TRIO or PAIR call when cols allows (cols = 1: one at a time)."""
     T, K = x8.shape
     N = out.shape[1]
     nblk = K // 32
@@ -274,12 +321,19 @@ def rows(raw, row_bytes, kind, x8, xst, out, col0, n0, n1, cols):
         full = r + ROWS <= n1
         t = 0
         while t < T:
-            multi = cols >= COLS and t + COLS <= T
+            if cols >= COLS and t + COLS <= T:
+                ncol = COLS
+            elif cols >= TRIO and t + TRIO <= T:
+                ncol = TRIO
+            elif cols >= PAIR and t + PAIR <= T:
+                ncol = PAIR
+            else:
+                ncol = 1
             do = t * 3 * nblk
             _dot(
                 kind,
                 full,
-                multi,
+                ncol,
                 raw,
                 r * row_bytes,
                 row_bytes,
@@ -293,7 +347,7 @@ def rows(raw, row_bytes, kind, x8, xst, out, col0, n0, n1, cols):
                 t * N + col0 + r,
                 N,
             )
-            t += COLS if multi else 1
+            t += ncol
         r += ROWS if full else 1
 
 

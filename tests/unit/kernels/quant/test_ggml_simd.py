@@ -46,7 +46,17 @@ def test_quantize_act8_equals_quantize_act():
 
 @pytest.mark.parametrize("t", TYPES, ids=q.type_name)
 @pytest.mark.parametrize(
-    ("n", "k", "rows"), [(1, 32, 1), (7, 64, 1), (9, 96, 3), (70, 576, 2), (13, 64, 4), (6, 96, 9)]
+    ("n", "k", "rows"),
+    [
+        (1, 32, 1),
+        (7, 64, 1),
+        (9, 96, 3),
+        (70, 576, 2),
+        (13, 64, 4),
+        (6, 96, 9),
+        (13, 128, 7),
+        (13, 96, 6),
+    ],
 )
 def test_matches_dot_blocks(t, n, k, rows):
     rng = np.random.default_rng(t * 100 + n + rows)
