@@ -9,13 +9,14 @@ folded as m * scale_a * sum(qa) that is the kernel's MIN epilogue. The activatio
 scales here stay float32 as in MLAS (actquant.quantize_act rounds them to half as ggml
 does), so the result differs from onnxruntime only in float summation order.
 
-The lanes weight is built once per initializer and cached by its identity (a weakref:
-the entry goes when the session's weight array goes).
+The lanes weight is built once per node at planning time (MatMulNBits' `prepare` hook,
+ops/registry.py), held by the plan's step and freed with the session; a call whose
+weight is not a planned constant builds it for that call.
 """
 
 from __future__ import annotations
 
-import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,8 +24,6 @@ from onnxexec.kernels.math.lanes import to_lanes
 from onnxexec.kernels.quant import qtypes as q
 from onnxexec.kernels.quant.qmatmul import QWeight, qmatmul_q, with_arrays
 from onnxexec.kernels.quant.qmv_nib import MIN
-
-_CACHE: dict[int, tuple[weakref.ref, QWeight]] = {}
 
 
 def supported(
@@ -65,14 +64,22 @@ def _prepare(b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None, n: int, k
     return with_arrays(QWeight(q.Q4_1, (n, k), "nib", {}), (n, k), arrays)
 
 
-def _weight(b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None, n: int, k: int) -> QWeight:
-    hit = _CACHE.get(id(b))
-    if hit is not None and hit[0]() is b:
-        return hit[1]
-    w = _prepare(b, scales, zp, n, k)
-    _CACHE[id(b)] = (weakref.ref(b), w)
-    weakref.finalize(b, _CACHE.pop, id(b), None)
-    return w
+@dataclass(frozen=True)
+class NbitsState:
+    """A MatMulNBits node's planned lanes weight and the constants it was built from."""
+
+    b: np.ndarray
+    scales: np.ndarray
+    zero_points: np.ndarray | None
+    weight: QWeight
+
+    def owns(self, b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None) -> bool:
+        return b is self.b and scales is self.scales and zp is self.zero_points
+
+
+def prepare(b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None, n: int, k: int) -> NbitsState:
+    """The lanes weight for constant B, scales and zero points (see `supported`)."""
+    return NbitsState(b, scales, zp, _prepare(b, scales, zp, n, k))
 
 
 def _quantize_act(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -88,10 +95,17 @@ def _quantize_act(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def matmul_lanes(
-    a: np.ndarray, b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None, n: int, k: int
+    a: np.ndarray,
+    b: np.ndarray,
+    scales: np.ndarray,
+    zp: np.ndarray | None,
+    n: int,
+    k: int,
+    state: NbitsState | None = None,
 ) -> np.ndarray:
     """float32 A (..., K) @ W^T -> (..., N) float32 through qmatmul_q."""
-    w = _weight(b, scales, zp, n, k)
+    owned = state is not None and state.owns(b, scales, zp)
+    w = state.weight if state is not None and owned else _prepare(b, scales, zp, n, k)
     x = np.ascontiguousarray(a, np.float32).reshape(-1, k)
     xq, xst = _quantize_act(x)
     out = np.empty((x.shape[0], n), np.float32)

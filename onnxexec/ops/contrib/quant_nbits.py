@@ -8,6 +8,8 @@ point being 2^(bits-1) (MatMulNBits, uint8 GatherBlockQuantized) or 0 (int4 / ui
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 
@@ -69,7 +71,23 @@ def quantize_a_int8(a: np.ndarray, block_size: int) -> np.ndarray:
     return (q * scale).reshape(ap.shape)[..., :k]
 
 
-@op("MatMulNBits", since=1, domain=MS_DOMAIN)
+def prepare_nbits(
+    consts: tuple[np.ndarray | None, ...], attrs: dict[str, Any]
+) -> nbits_lanes.NbitsState | None:
+    """MatMulNBits' prepare hook: the lanes weight when B, scales (and zero points, when
+    given) are constants the lanes path computes; else None (built per call)."""
+    b, scales = consts[1], consts[2]
+    zp = consts[3] if len(consts) > 3 else None
+    if b is None or scales is None or b.size == 0:
+        return None
+    k, n = attrs["K"], attrs["N"]
+    level, bits = attrs.get("accuracy_level", 0), attrs.get("bits", 4)
+    if not nbits_lanes.supported(b, zp, bits, attrs["block_size"], level, k):
+        return None
+    return nbits_lanes.prepare(b, scales, zp, n, k)
+
+
+@op("MatMulNBits", since=1, domain=MS_DOMAIN, prepare=prepare_nbits)
 def matmul_nbits(
     a: np.ndarray,
     b: np.ndarray,
@@ -84,6 +102,7 @@ def matmul_nbits(
     bits: int = 4,
     block_size: int,
     weight_prepacked: int = 0,
+    prepared: nbits_lanes.NbitsState | None = None,
 ) -> np.ndarray:
     """float A (..., K) @ dequantized B^T (K, N) + bias -> (..., N) in A's type."""
     if weight_prepacked:
@@ -96,7 +115,7 @@ def matmul_nbits(
     if b.size == 0:  # an omitted projection: zeros, or the bias
         y = np.zeros(out_shape, np.float32)
     elif nbits_lanes.supported(b, zero_points, bits, block_size, accuracy_level, K):
-        y = nbits_lanes.matmul_lanes(a, b, scales, zero_points, N, K)
+        y = nbits_lanes.matmul_lanes(a, b, scales, zero_points, N, K, prepared)
     else:
         w = dequantize_nbits(b, scales, zero_points, n=N, k=K, bits=bits, block_size=block_size)
         af = a.astype(np.float32)
