@@ -3,6 +3,7 @@ normalizations) and onnxexec's fused ops; see shape_rules.py for the rest."""
 
 from __future__ import annotations
 
+from onnxexec.ir.graph import Graph
 from onnxexec.ir.onnx_pb import TensorProto
 from onnxexec.ir.types import TensorType
 from onnxexec.ops._common import norm_axis
@@ -216,7 +217,10 @@ def _recurrent(n, ins):
 def _if(n, ins):
     """Each output's element type when both branches declare the same tensor type. No
     shape: the branches may produce different ones, and declared shapes are only hints."""
-    then_g, else_g = n.attrs["then_branch"], n.attrs["else_branch"]
+    then_g, else_g = n.attrs.get("then_branch"), n.attrs.get("else_branch")
+    malformed = not isinstance(then_g, Graph) or not isinstance(else_g, Graph)
+    if malformed or len(then_g.outputs) != len(else_g.outputs):
+        return [Facts() for _ in n.outputs]  # validation names the bad attribute
     outs = []
     for a, b in zip(then_g.outputs, else_g.outputs, strict=True):
         same = isinstance(a.type, TensorType) and isinstance(b.type, TensorType)
