@@ -42,6 +42,15 @@ def _extreme(dt: np.dtype, largest: bool) -> object:
 
 
 def _sum(x: np.ndarray, axes: tuple[int, ...], keep: bool) -> np.ndarray:
+    if x.dtype == np.float32:
+        # Summed in float64, then rounded: a float32 sum overflows exactly when its true
+        # value leaves float32's range, whatever the order. A float32 accumulator's
+        # partial sums overflow or not by summation order (+3e38, -3e38, -3e38), which
+        # the spec leaves open; the fused norm kernels (kernels/math/norms.py) give this
+        # same order-free answer, so every optimization level agrees.
+        with np.errstate(over="ignore"):
+            s = np.sum(x, axis=axes, keepdims=keep, dtype=np.float64)
+            return np.asarray(s).astype(np.float32)
     return np.sum(x, axis=axes, keepdims=keep, dtype=_acc_dtype(x.dtype))
 
 
