@@ -170,3 +170,24 @@ def test_big_trailing_sums_match_float64_numpy(op, axes, keepdims) -> None:
     want = REF[op](x.astype(np.float64), tuple(axes), bool(keepdims))
     assert y.dtype == np.float32 and y.shape == want.shape
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean"])
+def test_float32_sums_overflow_only_when_the_true_sum_does(op):
+    # A float32 accumulator overflows partial sums by summation order (numpy's pairwise
+    # order gives -inf for the first row); the true sums fit float32, and the fused norm
+    # kernels use exactly that rule, so every optimization level agrees. Oracle: float64.
+    rows = [
+        # numpy's float32 pairwise sum adds x[0] and x[8] first: inf; the true sum 3e38
+        [3e38, -3e38, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 3e38, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+        [3e38, 3e38] + [0.0] * 14,  # true sum 6e38: +inf
+        [1e20, -1e20, 2.5] + [0.0] * 13,
+    ]
+    x = np.array(rows, np.float32)
+    (y,) = run_node(op, [x, i64(-1)], keepdims=0)
+    exact = x.astype(np.float64).sum(axis=-1)
+    want = exact.astype(np.float32)  # inf where the true sum leaves float32's range
+    if op == "ReduceMean":
+        want = want / np.float32(x.shape[-1])
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+    assert np.isinf(y[1]) and np.isfinite(y[0]) and np.isfinite(y[2])
