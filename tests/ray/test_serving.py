@@ -125,7 +125,9 @@ def test_openai_app_replicated_answers_the_openai_client(serve_url, tmp_path):
             assert e.code == 503, e.read()
         assert time.monotonic() < deadline, "the replicas did not load the model"
         time.sleep(0.5)
-    client = openai.OpenAI(base_url=f"{serve_url}/v1", api_key="unused", max_retries=0)
+    # /health answered by one replica says nothing of the other, which may still be
+    # loading (503 "Loading model", as llama-server answers): the client retries those
+    client = openai.OpenAI(base_url=f"{serve_url}/v1", api_key="unused", max_retries=8)
     model_id = client.models.list().data[0].id
     for _ in range(4):  # requests spread over both replicas: every one equals `generate`
         c = client.completions.create(
