@@ -1,29 +1,39 @@
-"""MatMulNBits (4 bits, block 32, accuracy_level 4) on the GGUF path's lanes kernels.
+"""MatMulNBits (4 bits, accuracy_level 4) on the GGUF path's int8 matvec kernels.
 
-A MatMulNBits block is w = (q - zp) * s (ContribOperators.md), i.e. Q4_1's form
-w = d * q + m with d = s, m = -zp * s kept in float32 (qmv_nib's MIN kind, whose
-scales are float32 lanes arrays). accuracy_level 4 is onnxruntime's CompInt8: A is
-quantized per block of 32 to int8 with scale amax / 127 (MLAS QuantizeARow_CompInt8)
-and each block's product is an integer sum scaled by s * scale_a; with the zero point
-folded as m * scale_a * sum(qa) that is the kernel's MIN epilogue. The activation
-scales here stay float32 as in MLAS (actquant.quantize_act rounds them to half as ggml
-does), so the result differs from onnxruntime only in float summation order.
+A MatMulNBits block is w = (q - zp) * s (ContribOperators.md), with blocks of 32, 64
+or 128 values along K. At planning time (the `prepare` hook, ops/registry.py) the
+weight is repacked into kernels/quant's lanes layout of ggml blocks of 32 (a 64 or
+128 block becomes 2 or 4 of them sharing its scale), with the scales kept in float32:
+- symmetric (no zero points, or all equal to the default 8): Q4_0's form d * (q - 8)
+  (qmv_nib's SYM kind, off = 8), so each block's product is the exact integer sum of
+  (q - 8) * qa scaled by s * scale_a, what onnxruntime computes;
+- with zero points: Q4_1's form d * q + m with d = s, m = -zp * s (the MIN kind).
+accuracy_level 4 is onnxruntime's CompInt8: A is quantized per MatMulNBits block to
+int8 with a float32 scale (kernels/quant/nbits_act.py), so the result differs from
+onnxruntime's only in float summation order.
 
-The lanes weight is built once per node at planning time (MatMulNBits' `prepare` hook,
-ops/registry.py), held by the plan's step and freed with the session; a call whose
-weight is not a planned constant builds it for that call.
+The kernels run single-threaded over spans of 64-row groups taken by the native pool
+(native/parallel.parallel_for): the caller never waits for a worker that has not
+started, where a numba parallel region waits for all of its threads (on a loaded
+2-core machine a decode step's 40 regions cost 3 ms each instead of 0.1 ms).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
-from onnxexec.kernels.math.lanes import to_lanes
+from onnxexec.kernels.math.lanes import LANES, to_lanes
 from onnxexec.kernels.quant import qtypes as q
-from onnxexec.kernels.quant.qmatmul import QWeight, qmatmul_q, with_arrays
-from onnxexec.kernels.quant.qmv_nib import MIN
+from onnxexec.kernels.quant.nbits_act import quantize_act_blocks
+from onnxexec.kernels.quant.qmatmul import QWeight, int8_kernels, with_arrays
+from onnxexec.kernels.quant.qmv_nib import MIN, SYM
+from onnxexec.native.parallel import parallel_for
+
+BLOCKS: Final = (32, 64, 128)
+SPAN_MACS: Final = 1 << 22  # multiply-adds a span must hold to be worth a hand-off
 
 
 def supported(
@@ -32,36 +42,44 @@ def supported(
     """True when the lanes path computes this node (else the numpy reference does)."""
     return (
         bits == 4
-        and block_size == q.QK
+        and block_size in BLOCKS
         and level == 4
-        and k % q.QK == 0
+        and k % block_size == 0
         and b.dtype == np.uint8
         and (zero_points is None or zero_points.dtype == np.uint8)
     )
 
 
-def _prepare(b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None, n: int, k: int) -> QWeight:
+def _nibbles(packed: np.ndarray, n: int) -> np.ndarray:
+    """uint8 (n, m) -> (n, 2m) values, element 2i the low nibble of byte i."""
+    p = packed.reshape(n, -1)
+    return np.stack([p & 15, p >> 4], axis=-1).reshape(n, -1)
+
+
+def _prepare(
+    b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None, n: int, k: int, block: int
+) -> QWeight:
     nb = k // q.QK
-    raw = np.ascontiguousarray(b).reshape(n, nb, 16)
-    # MatMulNBits packs value 2i low / 2i+1 high; the lanes layout wants value j low
-    # and j + 16 high (ggml's block_q4_1 order).
-    vals = np.stack([raw & 15, raw >> 4], axis=-1).reshape(n, nb, 32)
+    rep = block // q.QK  # ggml blocks per MatMulNBits block
+    vals = _nibbles(np.ascontiguousarray(b), n)[:, :k].reshape(n, nb, q.QK)
+    # lanes / ggml block order: value j in the low nibble of byte j, j + 16 in the high
     qs = (vals[..., :16] | (vals[..., 16:] << 4)).astype(np.uint8)
-    s = np.asarray(scales, np.float32).reshape(n, nb)
-    if zp is None:
-        z = np.full((n, nb), 8.0, np.float32)
+    s = np.repeat(np.asarray(scales, np.float32).reshape(n, -1)[:, : k // block], rep, axis=1)
+    z = None if zp is None else _nibbles(zp, n)[:, : k // block]
+    if z is None or bool((z == 8).all()):
+        t, kind, off, fsc = q.Q4_0, SYM, 8, s[..., None]
     else:
-        zb = zp.reshape(n, -1)
-        z = np.stack([zb & 15, zb >> 4], axis=-1).reshape(n, -1)[:, :nb].astype(np.float32)
+        zf = np.repeat(z.astype(np.float32), rep, axis=1)
+        t, kind, off, fsc = q.Q4_1, MIN, 0, np.stack([s, -zf * s], axis=-1)
     arrays = {
         "qs": to_lanes(np.ascontiguousarray(qs)),
         "qh": np.zeros((0, 0, 0, 0), np.int16),
-        "fsc": to_lanes(np.stack([s, -z * s], axis=-1)),
+        "fsc": to_lanes(np.ascontiguousarray(fsc)),
         "usc": np.zeros((1, 1, 1, 1), np.uint8),
-        "kind": MIN,
-        "off": 0,
+        "kind": kind,
+        "off": off,
     }
-    return with_arrays(QWeight(q.Q4_1, (n, k), "nib", {}), (n, k), arrays)
+    return with_arrays(QWeight(t, (n, k), "nib", {}), (n, k), arrays)
 
 
 @dataclass(frozen=True)
@@ -71,27 +89,18 @@ class NbitsState:
     b: np.ndarray
     scales: np.ndarray
     zero_points: np.ndarray | None
+    block: int
     weight: QWeight
 
     def owns(self, b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None) -> bool:
         return b is self.b and scales is self.scales and zp is self.zero_points
 
 
-def prepare(b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None, n: int, k: int) -> NbitsState:
+def prepare(
+    b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None, n: int, k: int, block: int = 32
+) -> NbitsState:
     """The lanes weight for constant B, scales and zero points (see `supported`)."""
-    return NbitsState(b, scales, zp, _prepare(b, scales, zp, n, k))
-
-
-def _quantize_act(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x (T, K) -> xq (T, K) int16, xst (T, 3, K/32): float32 scale, scale * sum q, sum q."""
-    t, k = x.shape
-    blocks = x.reshape(t, k // q.QK, q.QK)
-    scale = np.abs(blocks).max(axis=-1) / np.float32(127)
-    inv = np.divide(np.float32(1), scale, out=np.zeros_like(scale), where=scale != 0)
-    xq = np.rint(blocks * inv[..., None]).astype(np.int16)
-    sq = xq.sum(axis=-1, dtype=np.int32).astype(np.float32)
-    xst = np.ascontiguousarray(np.stack([scale, scale * sq, sq], axis=1), dtype=np.float32)
-    return xq.reshape(t, k), xst
+    return NbitsState(b, scales, zp, block, _prepare(b, scales, zp, n, k, block))
 
 
 def matmul_lanes(
@@ -102,12 +111,35 @@ def matmul_lanes(
     n: int,
     k: int,
     state: NbitsState | None = None,
+    block: int = 32,
 ) -> np.ndarray:
-    """float32 A (..., K) @ W^T -> (..., N) float32 through qmatmul_q."""
-    owned = state is not None and state.owns(b, scales, zp)
-    w = state.weight if state is not None and owned else _prepare(b, scales, zp, n, k)
-    x = np.ascontiguousarray(a, np.float32).reshape(-1, k)
-    xq, xst = _quantize_act(x)
+    """float32 A (..., K) @ W^T -> (..., N) float32 with int8 activations."""
+    if state is not None and state.owns(b, scales, zp) and state.block == block:
+        w = state.weight
+    else:
+        w = _prepare(b, scales, zp, n, k, block)
+    x = a.reshape(-1, k)
+    xq, xst = quantize_act_blocks(x, block)
     out = np.empty((x.shape[0], n), np.float32)
-    qmatmul_q(xq, xst, w, out)
+    kern = int8_kernels(w)[1]  # the serial twin: spans are shared out below
+    qs, qh, fsc, usc, kind, off = w.args
+
+    def span(g0: int, g1: int) -> None:
+        kern(qs[g0:g1], qh, fsc[g0:g1], usc, kind, off, xq, xst, out[:, g0 * LANES : g1 * LANES], 1)
+
+    groups = qs.shape[0]
+    per_group = x.shape[0] * LANES * k
+    if x.shape[0] == 1:
+        parallel_for(span, groups, min_chunk=max(1, SPAN_MACS // per_group))
+    else:
+        # several rows: out[:, cols] is a strided view, so each span writes its own
+        # contiguous block, copied into place
+        parts = np.empty((groups, x.shape[0], LANES), np.float32)
+
+        def rows_span(g0: int, g1: int) -> None:
+            for g in range(g0, g1):
+                kern(qs[g : g + 1], qh, fsc[g : g + 1], usc, kind, off, xq, xst, parts[g], 1)
+
+        parallel_for(rows_span, groups, min_chunk=max(1, SPAN_MACS // per_group))
+        out[:] = parts.transpose(1, 0, 2).reshape(x.shape[0], -1)[:, :n]
     return out.reshape(*a.shape[:-1], n)

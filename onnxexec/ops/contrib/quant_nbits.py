@@ -84,7 +84,7 @@ def prepare_nbits(
     level, bits = attrs.get("accuracy_level", 0), attrs.get("bits", 4)
     if not nbits_lanes.supported(b, zp, bits, attrs["block_size"], level, k):
         return None
-    return nbits_lanes.prepare(b, scales, zp, n, k)
+    return nbits_lanes.prepare(b, scales, zp, n, k, attrs["block_size"])
 
 
 @op("MatMulNBits", since=1, domain=MS_DOMAIN, prepare=prepare_nbits)
@@ -115,7 +115,7 @@ def matmul_nbits(
     if b.size == 0:  # an omitted projection: zeros, or the bias
         y = np.zeros(out_shape, np.float32)
     elif nbits_lanes.supported(b, zero_points, bits, block_size, accuracy_level, K):
-        y = nbits_lanes.matmul_lanes(a, b, scales, zero_points, N, K, prepared)
+        y = nbits_lanes.matmul_lanes(a, b, scales, zero_points, N, K, prepared, block_size)
     else:
         w = dequantize_nbits(b, scales, zero_points, n=N, k=K, bits=bits, block_size=block_size)
         af = a.astype(np.float32)
