@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxexec.kernels.attn.mha import attention
 from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.contrib.rotary import cos_sin, rotate
 from onnxexec.ops.registry import op
@@ -21,6 +22,23 @@ def _unsupported(**given: object) -> None:
     for name, value in given.items():
         if value is not None and value is not False:
             raise NotImplementedError(f"GroupQueryAttention: {name} is not supported")
+
+
+def _attend_plain(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, n_keys: int, scale: float
+) -> np.ndarray:
+    """Causal attention of one sequence without bias, sink, softcap or window on the
+    float32 kernel the fused Attention op uses (kernels/attn/mha.py: sgemm scores,
+    softmax, sgemm with V; query head h reads KV head h // (Nq / Nkv)): q (Nq, S, H),
+    k / v (Nkv, T, H) with the sequence's first n_keys positions filled."""
+    s = q.shape[1]
+    kt = k[None, :, :n_keys].swapaxes(-1, -2)  # (1, Nkv, H, n_keys), read in place
+    mask = None
+    if start + s > n_keys or s > 1:  # query row r sees keys j <= start + r
+        j = np.arange(n_keys)[None, :]
+        visible = j <= start + np.arange(s)[:, None]
+        mask = np.where(visible, np.float32(0), np.float32(-np.inf))[None, None]
+    return attention(np.ascontiguousarray(q[None]), kt, v[None, :, :n_keys], mask, scale, False)[0]
 
 
 @op("GroupQueryAttention", 1, domain=MS_DOMAIN, wants=("outputs_used",))
@@ -107,11 +125,22 @@ def group_query_attention(
         k = rotate(k, cos.astype(k.dtype), sin.astype(k.dtype), rotary_interleaved)
     p = 0 if past_key is None else past_key.shape[2]
     t_buf = max(p, total)
-    present_k = np.zeros((b, nkv, t_buf, h), dtype=key.dtype)
-    present_v = np.zeros((b, nkv, t_buf, h), dtype=value.dtype)
+    # zeros only where no past or new entry lands (a max-length shared buffer's tail)
+    fill = np.zeros if t_buf > int(starts.min()) + s else np.empty
+    present_k = fill((b, nkv, t_buf, h), dtype=key.dtype)
+    present_v = fill((b, nkv, t_buf, h), dtype=value.dtype)
     out = np.zeros((b, nq, s, h), dtype=np.float32)
     group = nq // nkv
     sc = np.float32(scale or 1.0 / np.sqrt(h))
+    plain = (
+        attention_bias is None
+        and head_sink is None
+        and smooth_softmax <= 0
+        and softcap <= 0
+        and local_window_size <= 0
+        and q.dtype == np.float32
+        and present_k.dtype == np.float32
+    )
     for i in range(b):
         start = int(starts[i])
         if past_key is not None and start:
@@ -120,6 +149,9 @@ def group_query_attention(
         present_k[i, :, start : start + s] = k[i]
         present_v[i, :, start : start + s] = v[i]
         n_keys = int(lens[i]) if not first_prompt else min(int(lens[i]), s)
+        if plain:
+            out[i] = _attend_plain(q[i], present_k[i], present_v[i], start, n_keys, float(sc))
+            continue
         kk = np.repeat(present_k[i, :, :n_keys], group, axis=0).astype(np.float32)
         vv = np.repeat(present_v[i, :, :n_keys], group, axis=0).astype(np.float32)
         scores = np.matmul(q[i].astype(np.float32), kk.swapaxes(-1, -2)) * sc  # (Nq, S, T)
