@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.kernels.attn.mha import attention
+from onnxexec.kernels.attn.attention import kv_attention
 from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.contrib.rotary import cos_sin, rotate
 from onnxexec.ops.registry import op
@@ -24,21 +24,19 @@ def _unsupported(**given: object) -> None:
             raise NotImplementedError(f"GroupQueryAttention: {name} is not supported")
 
 
-def _attend_plain(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, n_keys: int, scale: float
+def _attend_cache(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, start: int, scale: float, window: int
 ) -> np.ndarray:
-    """Causal attention of one sequence without bias, sink, softcap or window on the
-    float32 kernel the fused Attention op uses (kernels/attn/mha.py: sgemm scores,
-    softmax, sgemm with V; query head h reads KV head h // (Nq / Nkv)): q (Nq, S, H),
-    k / v (Nkv, T, H) with the sequence's first n_keys positions filled."""
-    s = q.shape[1]
-    kt = k[None, :, :n_keys].swapaxes(-1, -2)  # (1, Nkv, H, n_keys), read in place
-    mask = None
-    if start + s > n_keys or s > 1:  # query row r sees keys j <= start + r
-        j = np.arange(n_keys)[None, :]
-        visible = j <= start + np.arange(s)[:, None]
-        mask = np.where(visible, np.float32(0), np.float32(-np.inf))[None, None]
-    return attention(np.ascontiguousarray(q[None]), kt, v[None, :, :n_keys], mask, scale, False)[0]
+    """One sequence's causal attention on the GGUF path's float kernel (kernels/attn/
+    attention.kv_attention: float32 dot products, softmax summed in float64), reading
+    the present cache in place: q (Nq, S, H) at positions start.., k / v (Nkv, T, H)
+    holding positions [0, start + S) -> (Nq, S, H). Its window rule (p - j < W) is
+    GroupQueryAttention's local_window_size (j > p - W)."""
+    nq, s, h = q.shape
+    qt = np.ascontiguousarray(q.transpose(1, 0, 2)).reshape(s, nq * h)
+    kc, vc = k.transpose(1, 0, 2), v.transpose(1, 0, 2)  # (T, Nkv, H) views
+    y = kv_attention(qt, kc, vc, start, scale, window=max(window, 0))
+    return y.reshape(s, nq, h).transpose(1, 0, 2)
 
 
 @op("GroupQueryAttention", 1, domain=MS_DOMAIN, wants=("outputs_used",))
@@ -137,7 +135,6 @@ def group_query_attention(
         and head_sink is None
         and smooth_softmax <= 0
         and softcap <= 0
-        and local_window_size <= 0
         and q.dtype == np.float32
         and present_k.dtype == np.float32
     )
@@ -149,8 +146,10 @@ def group_query_attention(
         present_k[i, :, start : start + s] = k[i]
         present_v[i, :, start : start + s] = v[i]
         n_keys = int(lens[i]) if not first_prompt else min(int(lens[i]), s)
-        if plain:
-            out[i] = _attend_plain(q[i], present_k[i], present_v[i], start, n_keys, float(sc))
+        if plain and n_keys == start + s:  # not a padded prompt row
+            out[i] = _attend_cache(
+                q[i], present_k[i], present_v[i], start, float(sc), local_window_size
+            )
             continue
         kk = np.repeat(present_k[i, :, :n_keys], group, axis=0).astype(np.float32)
         vv = np.repeat(present_v[i, :, :n_keys], group, axis=0).astype(np.float32)
