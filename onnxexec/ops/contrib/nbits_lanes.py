@@ -13,9 +13,12 @@ int8 with a float32 scale (kernels/quant/nbits_act.py), so the result differs fr
 onnxruntime's only in float summation order.
 
 The kernels run single-threaded over spans of 64-row groups taken by the native pool
-(native/parallel.parallel_for): the caller never waits for a worker that has not
-started, where a numba parallel region waits for all of its threads (on a loaded
-2-core machine a decode step's 40 regions cost 3 ms each instead of 0.1 ms).
+(native/parallel.parallel_for), whose caller never waits for a worker that has not
+started, where a numba parallel region waits for all of its threads. While other
+processes hold our cores (ops/contention.free_cores, as the GGUF decode ops do) the
+calling thread takes every span: on a loaded 2-core host a 2M multiply-add matvec
+took a median 0.8 ms as a numba parallel region, 0.26 ms over the pool and 0.17 ms
+on one thread (interleaved, load average 12).
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from onnxexec.kernels.quant.nbits_act import quantize_act_blocks
 from onnxexec.kernels.quant.qmatmul import QWeight, int8_kernels, with_arrays
 from onnxexec.kernels.quant.qmv_nib import MIN, SYM
 from onnxexec.native.parallel import parallel_for
+from onnxexec.ops.contention import free_cores
 
 BLOCKS: Final = (32, 64, 128)
-SPAN_MACS: Final = 1 << 22  # multiply-adds a span must hold to be worth a hand-off
+SPAN_MACS: Final = 1 << 18  # multiply-adds a span must hold to be worth a hand-off
 
 
 def supported(
@@ -129,8 +133,10 @@ def matmul_lanes(
 
     groups = qs.shape[0]
     per_group = x.shape[0] * LANES * k
+    # min_chunk = groups keeps the whole product on this thread
+    min_chunk = max(1, SPAN_MACS // per_group) if free_cores() else groups
     if x.shape[0] == 1:
-        parallel_for(span, groups, min_chunk=max(1, SPAN_MACS // per_group))
+        parallel_for(span, groups, min_chunk=min_chunk)
     else:
         # several rows: out[:, cols] is a strided view, so each span writes its own
         # contiguous block, copied into place
@@ -140,6 +146,6 @@ def matmul_lanes(
             for g in range(g0, g1):
                 kern(qs[g : g + 1], qh, fsc[g : g + 1], usc, kind, off, xq, xst, parts[g], 1)
 
-        parallel_for(rows_span, groups, min_chunk=max(1, SPAN_MACS // per_group))
+        parallel_for(rows_span, groups, min_chunk=min_chunk)
         out[:] = parts.transpose(1, 0, 2).reshape(x.shape[0], -1)[:, :n]
     return out.reshape(*a.shape[:-1], n)
