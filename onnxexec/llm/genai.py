@@ -50,7 +50,11 @@ class GenaiResult:
 class GenaiModel:
     """A decoder-only genai folder run by onnxexec's InferenceSession, greedy decoding."""
 
-    def __init__(self, folder: str | Path, threads: int = 0) -> None:
+    def __init__(
+        self, folder: str | Path, threads: int = 0, profile_prefix: str | None = None
+    ) -> None:
+        """threads: intra-op threads (0: all cores); profile_prefix: write the session's
+        onnxruntime-format profile there (`self.session.end_profiling()`)."""
         self.folder = Path(folder)
         cfg_path = self.folder / CONFIG
         try:
@@ -84,6 +88,9 @@ class GenaiModel:
         so = SessionOptions()
         if threads:
             so.intra_op_num_threads = threads
+        if profile_prefix:
+            so.enable_profiling = True
+            so.profile_file_prefix = profile_prefix
         self.session = InferenceSession(str(onnx_path), so)
         self._input_names = {i.name for i in self.session.get_inputs()}
         self._kv_dtype = np.float32

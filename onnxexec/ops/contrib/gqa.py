@@ -102,7 +102,12 @@ def group_query_attention(
     nq, nkv = num_heads, kv_num_heads
     if key is None:  # packed QKV along the last axis
         h = query.shape[-1] // (nq + 2 * nkv)
-        query, key, value = np.split(query, [nq * h, (nq + nkv) * h], axis=-1)
+        qkv = query
+        query, key, value = (
+            qkv[..., : nq * h],
+            qkv[..., nq * h : (nq + nkv) * h],
+            qkv[..., (nq + nkv) * h :],
+        )
     b, s, _ = query.shape
     h = query.shape[-1] // nq
     q, k, v = _bnsh(query, nq), _bnsh(key, nkv), _bnsh(value, nkv)
@@ -119,8 +124,11 @@ def group_query_attention(
             pos = np.asarray(position_ids, np.int64)
         pos = np.broadcast_to(pos, (b, s))
         cos, sin = cos_sin(cos_cache, sin_cache, pos)
-        q = rotate(q, cos.astype(q.dtype), sin.astype(q.dtype), rotary_interleaved)
-        k = rotate(k, cos.astype(k.dtype), sin.astype(k.dtype), rotary_interleaved)
+        cq, sq = cos.astype(q.dtype, copy=False), sin.astype(q.dtype, copy=False)
+        q = rotate(q, cq, sq, rotary_interleaved)
+        k = rotate(
+            k, cq.astype(k.dtype, copy=False), sq.astype(k.dtype, copy=False), rotary_interleaved
+        )
     p = 0 if past_key is None else past_key.shape[2]
     t_buf = max(p, total)
     # zeros only where no past or new entry lands (a max-length shared buffer's tail)
