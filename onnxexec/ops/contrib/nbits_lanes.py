@@ -10,7 +10,9 @@ weight is repacked into kernels/quant's lanes layout of ggml blocks of 32 (a 64 
 - with zero points: Q4_1's form d * q + m with d = s, m = -zp * s (the MIN kind).
 accuracy_level 4 is onnxruntime's CompInt8: A is quantized per MatMulNBits block to
 int8 with a float32 scale (kernels/quant/nbits_act.py), so the result differs from
-onnxruntime's only in float summation order.
+onnxruntime's only in float summation order. accuracy_level 0 (float A) takes qmatmul's
+float mode on the same weight: cache-sized panels dequantized (d * (q - 8), or
+d * q + m) and multiplied with BLAS, never a whole float32 copy of W.
 
 The kernels run single-threaded over spans of 64-row groups taken by the native pool
 (native/parallel.parallel_for), whose caller never waits for a worker that has not
@@ -31,7 +33,7 @@ import numpy as np
 from onnxexec.kernels.math.lanes import LANES, to_lanes
 from onnxexec.kernels.quant import qtypes as q
 from onnxexec.kernels.quant.nbits_act import quantize_act_blocks
-from onnxexec.kernels.quant.qmatmul import QWeight, int8_kernels, with_arrays
+from onnxexec.kernels.quant.qmatmul import QWeight, int8_kernels, qmatmul, with_arrays
 from onnxexec.kernels.quant.qmv_nib import MIN, SYM
 from onnxexec.native.parallel import parallel_for
 from onnxexec.ops.contention import free_cores
@@ -47,7 +49,7 @@ def supported(
     return (
         bits == 4
         and block_size in BLOCKS
-        and level == 4
+        and level in (0, 4)
         and k % block_size == 0
         and b.dtype == np.uint8
         and (zero_points is None or zero_points.dtype == np.uint8)
@@ -116,13 +118,17 @@ def matmul_lanes(
     k: int,
     state: NbitsState | None = None,
     block: int = 32,
+    level: int = 4,
 ) -> np.ndarray:
-    """float32 A (..., K) @ W^T -> (..., N) float32 with int8 activations."""
+    """float32 A (..., K) @ W^T -> (..., N) float32: int8 activations (level 4) or
+    float ones (level 0)."""
     if state is not None and state.owns(b, scales, zp) and state.block == block:
         w = state.weight
     else:
         w = _prepare(b, scales, zp, n, k, block)
     x = a.reshape(-1, k)
+    if level == 0:
+        return qmatmul(x, w, mode="float").reshape(*a.shape[:-1], n)
     xq, xst = quantize_act_blocks(x, block)
     out = np.empty((x.shape[0], n), np.float32)
     kern = int8_kernels(w)[1]  # the serial twin: spans are shared out below

@@ -115,7 +115,9 @@ def matmul_nbits(
     if b.size == 0:  # an omitted projection: zeros, or the bias
         y = np.zeros(out_shape, np.float32)
     elif nbits_lanes.supported(b, zero_points, bits, block_size, accuracy_level, K):
-        y = nbits_lanes.matmul_lanes(a, b, scales, zero_points, N, K, prepared, block_size)
+        y = nbits_lanes.matmul_lanes(
+            a, b, scales, zero_points, N, K, prepared, block_size, accuracy_level
+        )
     else:
         w = dequantize_nbits(b, scales, zero_points, n=N, k=K, bits=bits, block_size=block_size)
         af = a.astype(np.float32)

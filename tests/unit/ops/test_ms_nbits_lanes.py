@@ -1,7 +1,7 @@
-"""MatMulNBits accuracy_level 4 on the GGUF int8 kernels (ops/contrib/nbits_lanes.py):
-decode-shaped (one row) and prompt-shaped products, blocks 32 / 64 / 128, with and
-without zero points, N not a multiple of the 64-row lane groups; against onnxruntime
-and against a float64 evaluation of MLAS CompInt8's arithmetic."""
+"""MatMulNBits on the GGUF lanes kernels (ops/contrib/nbits_lanes.py: level 4 int8,
+level 0 dequantized panels): decode-shaped (one row) and prompt-shaped products,
+blocks 32 / 64 / 128, with and without zero points, N not a multiple of the 64-row
+lane groups; against onnxruntime and a float64 evaluation of MLAS CompInt8."""
 
 from __future__ import annotations
 
@@ -77,14 +77,15 @@ def test_exact_against_float64_compint8(block: int, zp_kind: str) -> None:
     np.testing.assert_allclose(got[0], want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("level", [0, 4])
 @pytest.mark.parametrize("rows", [1, 5])
 @pytest.mark.parametrize("zp_kind", ["none", "eights", "packed"])
 @pytest.mark.parametrize("block", [32, 64, 128])
-def test_matmul_nbits_level4_like_onnxruntime(block: int, zp_kind: str, rows: int) -> None:
+def test_matmul_nbits_like_onnxruntime(block: int, zp_kind: str, rows: int, level: int) -> None:
     n, k = 200, 512  # 200 rows: 4 lane groups, the last one padded
     b, scales, zp = _weights(n, k, block, zp_kind)
     a = RNG.normal(size=(1, rows, k)).astype(np.float32)
-    attrs = {"K": k, "N": n, "bits": 4, "block_size": block, "accuracy_level": 4}
+    attrs = {"K": k, "N": n, "bits": 4, "block_size": block, "accuracy_level": level}
     (got,), (want,) = ours_and_ort("MatMulNBits", [a, b, scales, zp], **attrs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
