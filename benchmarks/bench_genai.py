@@ -26,7 +26,8 @@ from onnxexec.llm.genai import GenaiModel, GenaiResult
 PROMPT = "The quick brown fox jumps over the lazy dog"
 
 
-def _genai_decode(model: og.Model, ids: list[int], n: int) -> float:
+def _genai_decode(model: og.Model, ids: list[int], n: int, seq: list | None = None) -> float:
+    """Decode tok/s after the prefill; the new tokens go to `seq` when given."""
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=len(ids) + n)
     gen = og.Generator(model, params)
@@ -37,7 +38,10 @@ def _genai_decode(model: og.Model, ids: list[int], n: int) -> float:
     while not gen.is_done():
         gen.generate_next_token()
         k += 1
-    return k / (time.perf_counter() - t)
+    rate = k / (time.perf_counter() - t)
+    if seq is not None:
+        seq[:] = list(gen.get_sequence(0))[len(ids) :]
+    return rate
 
 
 def _profile(model_dir: str, threads: int, n: int) -> None:
@@ -52,14 +56,21 @@ def _profile(model_dir: str, threads: int, n: int) -> None:
     runs = [e for e in events if e["cat"] == "Session" and e["name"] == "model_run"]
     steps = runs[-(len(res.tokens) - 1) :]  # the decode steps of the measured run
     t0, t1 = steps[0]["ts"], steps[-1]["ts"] + steps[-1]["dur"]
-    per_op: collections.Counter[str] = collections.Counter()
+    calls: dict[str, list[int]] = collections.defaultdict(list)
     for e in events:
         if e["cat"] == "Node" and t0 <= e["ts"] <= t1:
-            per_op[e["args"]["op_name"]] += e["dur"]
+            calls[e["args"]["op_name"]].append(e["dur"])
     total = sum(e["dur"] for e in steps)
-    print(f"{res.decode_tok_s:.1f} tok/s with profiling; {total / len(steps):.0f} us/token")
-    for name, us in [*per_op.most_common(), ("(outside nodes)", total - sum(per_op.values()))]:
-        print(f"  {name:34s} {us / len(steps):8.0f} us/token  {100 * us / total:5.1f}%")
+    n = len(steps)
+    print(f"{res.decode_tok_s:.1f} tok/s with profiling; {total / n:.0f} us/token")
+    print("  op (calls/token): mean us/token, share; median us/call (less load noise)")
+    for name, ds in sorted(calls.items(), key=lambda kv: -sum(kv[1])):
+        us, share, med = sum(ds) / n, 100 * sum(ds) / total, statistics.median(ds)
+        print(f"  {name:34s} ({len(ds) / n:3.0f}) {us:8.0f} {share:5.1f}%  {med:6.0f}")
+    rest = total - sum(sum(ds) for ds in calls.values())
+    print(
+        f"  {'(outside nodes, profiler included)':40s} {rest / n:8.0f} {100 * rest / total:5.1f}%"
+    )
 
 
 def main() -> None:
@@ -87,9 +98,11 @@ def main() -> None:
         res = GenaiResult()
         for _ in ours.stream_ids(ids, a.tokens, res):
             pass
-        g = _genai_decode(ref, ids, a.tokens)
+        want: list[int] = []
+        g = _genai_decode(ref, ids, a.tokens, want)
         ratios.append(res.decode_tok_s / g)
-        print(f"round {r}: onnxexec {res.decode_tok_s:.1f} tok/s  genai {g:.1f} tok/s")
+        same = "same tokens" if res.tokens == want else "TOKENS DIFFER"
+        print(f"round {r}: onnxexec {res.decode_tok_s:.1f} tok/s  genai {g:.1f} tok/s  {same}")
     print(f"decode ratio onnxexec/genai (median): {statistics.median(ratios):.2f}x")
 
 
