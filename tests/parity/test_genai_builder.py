@@ -120,3 +120,18 @@ def test_genai_folder_errors(tmp_path: Path) -> None:
     assert is_genai_folder(tmp_path)
     with pytest.raises(ModelLoadError, match=r"genai_config\.json"):
         GenaiModel(tmp_path)
+
+
+def test_genai_profile_names_the_decoder_ops(genai_models, tmp_path: Path) -> None:
+    """profile_prefix turns the session's profiler on (benchmarks/bench_genai.py
+    --profile reads it): one model_run per step, node events named by op type."""
+    from onnxexec.llm.genai import GenaiModel
+
+    folder = genai_models[("llama", "int4")]
+    ours = GenaiModel(folder, threads=1, profile_prefix=str(tmp_path / "p"))
+    res = ours.generate(PROMPT, 3)
+    events = json.loads(Path(ours.session.end_profiling()).read_text())
+    runs = [e for e in events if e["cat"] == "Session" and e["name"] == "model_run"]
+    assert len(runs) == len(res.tokens)  # the prefill, then a step per later token
+    ops = {e["args"]["op_name"] for e in events if e["cat"] == "Node"}
+    assert {"MatMulNBits", "GroupQueryAttention"} <= ops
