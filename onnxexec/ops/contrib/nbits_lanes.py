@@ -127,6 +127,8 @@ def matmul_lanes(
     else:
         w = _prepare(b, scales, zp, n, k, block)
     x = a.reshape(-1, k)
+    if x.shape[0] == 0:
+        return np.zeros((*a.shape[:-1], n), np.float32)
     if level == 0:
         return qmatmul(x, w, mode="float").reshape(*a.shape[:-1], n)
     xq, xst = quantize_act_blocks(x, block)

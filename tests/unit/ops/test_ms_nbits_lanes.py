@@ -102,3 +102,13 @@ def test_unplanned_weight_equals_planned() -> None:
     attrs = {"K": k, "N": n, "bits": 4, "block_size": block, "accuracy_level": 4}
     (_,), (want,) = ours_and_ort("MatMulNBits", [a, b, scales, zp], **attrs)
     np.testing.assert_allclose(fresh, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("level", [0, 4])
+def test_no_rows(level: int) -> None:
+    n, k, block = 70, 128, 32
+    b, scales, zp = _weights(n, k, block, "none")
+    a = np.zeros((2, 0, k), np.float32)
+    attrs = {"K": k, "N": n, "bits": 4, "block_size": block, "accuracy_level": level}
+    (got,), (want,) = ours_and_ort("MatMulNBits", [a, b, scales, zp], **attrs)
+    assert got.shape == want.shape == (2, 0, n)
