@@ -33,6 +33,7 @@ import numpy as np
 from onnxexec.kernels.math.lanes import LANES, to_lanes
 from onnxexec.kernels.quant import qtypes as q
 from onnxexec.kernels.quant.nbits_act import quantize_act_blocks
+from onnxexec.kernels.quant.qgemm_exact import GEMM_EXACT, GEMM_MIN_T
 from onnxexec.kernels.quant.qmatmul import QWeight, int8_kernels, qmatmul, with_arrays
 from onnxexec.kernels.quant.qmv_nib import MIN, SYM
 from onnxexec.native.parallel import parallel_for
@@ -40,6 +41,11 @@ from onnxexec.ops.contention import free_cores
 
 BLOCKS: Final = (32, 64, 128)
 SPAN_MACS: Final = 1 << 18  # multiply-adds a span must hold to be worth a hand-off
+# From this many multiply-adds (a few ms, prompts) spans go to the pool even while other
+# processes hold our cores: a late worker then delays a small part of a long product
+# (109-row prompt, (2048, 1024) weight, load 15: 103 ms median on one thread, 63 ms
+# as a numba parallel region).
+BUSY_MACS: Final = 1 << 24
 
 
 def supported(
@@ -132,28 +138,40 @@ def matmul_lanes(
     if level == 0:
         return qmatmul(x, w, mode="float").reshape(*a.shape[:-1], n)
     xq, xst = quantize_act_blocks(x, block)
-    out = np.empty((x.shape[0], n), np.float32)
-    kern = int8_kernels(w)[1]  # the serial twin: spans are shared out below
+    t_rows = x.shape[0]
+    out = np.empty((t_rows, n), np.float32)
     qs, qh, fsc, usc, kind, off = w.args
+    groups = qs.shape[0]
+    # min_chunk = groups keeps the whole product on this thread
+    shared = t_rows * n * k >= BUSY_MACS or free_cores()
+    min_chunk = max(1, SPAN_MACS // (t_rows * LANES * k)) if shared else groups
+    if t_rows >= GEMM_MIN_T:
+        _prompt(xq, xst, w, out, min_chunk)
+        return out.reshape(*a.shape[:-1], n)
+    kern = int8_kernels(w)[1]  # the serial twin: spans are shared out below
 
     def span(g0: int, g1: int) -> None:
         kern(qs[g0:g1], qh, fsc[g0:g1], usc, kind, off, xq, xst, out[:, g0 * LANES : g1 * LANES], 1)
 
-    groups = qs.shape[0]
-    per_group = x.shape[0] * LANES * k
-    # min_chunk = groups keeps the whole product on this thread
-    min_chunk = max(1, SPAN_MACS // per_group) if free_cores() else groups
-    if x.shape[0] == 1:
-        parallel_for(span, groups, min_chunk=min_chunk)
-    else:
-        # several rows: out[:, cols] is a strided view, so each span writes its own
-        # contiguous block, copied into place
-        parts = np.empty((groups, x.shape[0], LANES), np.float32)
-
-        def rows_span(g0: int, g1: int) -> None:
-            for g in range(g0, g1):
-                kern(qs[g : g + 1], qh, fsc[g : g + 1], usc, kind, off, xq, xst, parts[g], 1)
-
-        parallel_for(rows_span, groups, min_chunk=min_chunk)
-        out[:] = parts.transpose(1, 0, 2).reshape(x.shape[0], -1)[:, :n]
+    parallel_for(span, groups, min_chunk=min_chunk)
     return out.reshape(*a.shape[:-1], n)
+
+
+def _prompt(xq: np.ndarray, xst: np.ndarray, w: QWeight, out: np.ndarray, min_chunk: int) -> None:
+    """out = W . x for GEMM_MIN_T rows or more on qgemm_exact's tiled kernel (each weight
+    block unpacked once per 16 rows). Its Q4 values are the raw nibbles q, so for the
+    symmetric form the (q - 8) is applied after: out -= 8 * (xd * sum xq) @ d^T over
+    blocks, a product K / 32 times smaller (the MIN form's m * xs term, in float32)."""
+    qs, qh, fsc, _, kind, _ = w.args
+    xf = xq.astype(np.float32)
+    kern = GEMM_EXACT[1]
+
+    def span(g0: int, g1: int) -> None:
+        cols = out[:, g0 * LANES : g1 * LANES]
+        kern(qs[g0:g1], qh, fsc[g0:g1], 0, xf, xst, cols, 1)
+
+    parallel_for(span, qs.shape[0], min_chunk=min_chunk)
+    if kind == SYM:
+        n, nb = out.shape[1], qs.shape[1]
+        d = fsc[:, :, 0, :].transpose(0, 2, 1).reshape(-1, nb)[:n]  # (N, K/32)
+        out -= np.float32(8) * (xst[:, 1] @ d.T)  # xst[:, 1] = xd * sum xq

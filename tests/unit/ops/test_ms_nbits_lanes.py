@@ -56,14 +56,15 @@ def test_activation_quantization_rejects_bad_block() -> None:
         quantize_act_blocks(np.zeros((1, 96), np.float32), 64)
 
 
+@pytest.mark.parametrize("rows", [1, 20])  # the matvec and the tiled prompt kernel
 @pytest.mark.parametrize("zp_kind", ["none", "eights", "packed"])
 @pytest.mark.parametrize("block", [32, 64, 128])
-def test_exact_against_float64_compint8(block: int, zp_kind: str) -> None:
+def test_exact_against_float64_compint8(block: int, zp_kind: str, rows: int) -> None:
     """Each block's product is an exact integer sum scaled by float32 scales (no half
     rounding of either scale): equal to a float64 evaluation up to float32 sums."""
     n, k = 130, 512
     b, scales, zp = _weights(n, k, block, zp_kind)
-    x = RNG.normal(size=(1, k)).astype(np.float32)
+    x = RNG.normal(size=(rows, k)).astype(np.float32)
     got = nbits_lanes.matmul_lanes(x, b, scales, zp, n, k, block=block)
     q, sa = _act_reference(x, block)
     vals = np.stack([b & 15, b >> 4], axis=-1).reshape(n, k).astype(np.int64)
@@ -72,13 +73,13 @@ def test_exact_against_float64_compint8(block: int, zp_kind: str) -> None:
     else:
         z = np.stack([zp & 15, zp >> 4], axis=-1).reshape(n, -1)[:, : k // block]
     w = (vals.reshape(n, -1, block) - z[..., None]).astype(np.int64)
-    isum = np.einsum("nbk,bk->nb", w, q.reshape(-1, block))  # exact integers
-    want = (isum * scales.astype(np.float64) * sa.astype(np.float64)).sum(axis=1)
-    np.testing.assert_allclose(got[0], want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+    isum = np.einsum("nbk,tbk->tnb", w, q.reshape(rows, -1, block))  # exact integers
+    want = (isum * scales.astype(np.float64) * sa.astype(np.float64)[:, None]).sum(axis=2)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
 
 
 @pytest.mark.parametrize("level", [0, 4])
-@pytest.mark.parametrize("rows", [1, 5])
+@pytest.mark.parametrize("rows", [1, 5, 37])  # 37: the tiled prompt kernel
 @pytest.mark.parametrize("zp_kind", ["none", "eights", "packed"])
 @pytest.mark.parametrize("block", [32, 64, 128])
 def test_matmul_nbits_like_onnxruntime(block: int, zp_kind: str, rows: int, level: int) -> None:
