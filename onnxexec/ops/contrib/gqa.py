@@ -108,6 +108,8 @@ def group_query_attention(
             qkv[..., nq * h : (nq + nkv) * h],
             qkv[..., (nq + nkv) * h :],
         )
+    if key is None or value is None:
+        raise ValueError("GroupQueryAttention: key and value must be given together")
     b, s, _ = query.shape
     h = query.shape[-1] // nq
     q, k, v = _bnsh(query, nq), _bnsh(key, nkv), _bnsh(value, nkv)
@@ -148,7 +150,7 @@ def group_query_attention(
     )
     for i in range(b):
         start = int(starts[i])
-        if past_key is not None and start:
+        if past_key is not None and past_value is not None and start:
             present_k[i, :, :start] = past_key[i, :, :start]
             present_v[i, :, :start] = past_value[i, :, :start]
         present_k[i, :, start : start + s] = k[i]
