@@ -113,3 +113,26 @@ def test_no_rows(level: int) -> None:
     attrs = {"K": k, "N": n, "bits": 4, "block_size": block, "accuracy_level": level}
     (got,), (want,) = ours_and_ort("MatMulNBits", [a, b, scales, zp], **attrs)
     assert got.shape == want.shape == (2, 0, n)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 24])
+def test_pool_spans_equal_one_thread(monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
+    """Spans of row groups shared with the native pool (cores free) give the same bits
+    as the calling thread alone (cores busy): each output row is one kernel's sum."""
+    from onnxexec.runtime.threads import set_threads
+
+    n, k, block = 640, 256, 32
+    b, scales, zp = _weights(n, k, block, "none")
+    a = RNG.normal(size=(rows, k)).astype(np.float32)
+    state = nbits_lanes.prepare(b, scales, zp, n, k, block)
+    set_threads(2)
+    try:
+        monkeypatch.setattr(nbits_lanes, "SPAN_MACS", 1)  # one group per span
+        monkeypatch.setattr(nbits_lanes, "free_cores", lambda: True)
+        shared = nbits_lanes.matmul_lanes(a, b, scales, zp, n, k, state, block)
+        monkeypatch.setattr(nbits_lanes, "free_cores", lambda: False)
+        monkeypatch.setattr(nbits_lanes, "BUSY_MACS", 1 << 62)
+        alone = nbits_lanes.matmul_lanes(a, b, scales, zp, n, k, state, block)
+    finally:
+        set_threads(0)
+    np.testing.assert_array_equal(shared, alone)
