@@ -1,0 +1,95 @@
+"""8-bit matmuls on the integer GEMM (kernels/linalg/igemm.py), weights packed once.
+
+`PackedInt8` is a constant weight packed at planning time by a handler's `prepare`
+hook (ops/registry.py); `int8_matmul` multiplies an 8-bit A with it and finishes in
+int32 or, scaled, in float32, splitting the column tiles over the session's threads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnxexec.kernels.linalg import igemm
+from onnxexec.native.parallel import parallel_for
+
+
+class PackedInt8:
+    """W (K, N) 8-bit and its zero point (scalar or per column) as igemm wants them:
+    the packed shifted codes, their column sums and the zero points in shifted codes."""
+
+    __slots__ = ("k", "n", "packed", "colsum", "zw", "w", "zero_point")
+
+    def __init__(self, w: np.ndarray, zero_point: np.ndarray | None) -> None:
+        self.w, self.zero_point = w, zero_point
+        self.k, self.n = w.shape
+        self.packed, shift = igemm.pack(w)
+        self.colsum = w.astype(np.int64).sum(axis=0) - shift * self.k
+        zw = np.zeros(1, np.int64) if zero_point is None else np.asarray(zero_point, np.int64)
+        self.zw = np.ascontiguousarray(np.broadcast_to(zw.reshape(-1) - shift, (self.n,)))
+
+    def owns(self, w: np.ndarray, zero_point: np.ndarray | None) -> bool:
+        """Whether this call's weight and zero point are the ones packed."""
+        return w is self.w and zero_point is self.zero_point
+
+
+def fits(a: np.ndarray, w: np.ndarray, zero_point: np.ndarray | None) -> bool:
+    """Whether igemm takes this product: 8-bit 2-D W whose zero point is per tensor or
+    per column, exact int32 sums (K below 2^16)."""
+    if w.ndim != 2 or w.dtype not in (np.uint8, np.int8) or a.dtype not in (np.uint8, np.int8):
+        return False
+    zsize = 1 if zero_point is None else np.asarray(zero_point).size
+    return zsize in (1, w.shape[1]) and w.shape[0] < 65536 and a.shape[-1] == w.shape[0]
+
+
+def _a_codes(a: np.ndarray, za: int, k: int) -> tuple[np.ndarray, int, int, int]:
+    """(flat uint8 rows, lda, m, za in those codes): int8 A shifted by +128 (as its zero
+    point), rows padded to a multiple of 4 bytes with zeros where K needs it."""
+    rows = a.reshape(-1, k)
+    if a.dtype == np.int8:
+        rows = rows.view(np.uint8) ^ np.uint8(0x80)
+        za += 128
+    lda = -(-k // 4) * 4
+    if lda != k:
+        padded = np.zeros((rows.shape[0], lda), np.uint8)
+        padded[:, :k] = rows
+        rows = padded
+    return np.ascontiguousarray(rows).reshape(-1), lda, rows.shape[0], za
+
+
+def int8_matmul(
+    a: np.ndarray,
+    pw: PackedInt8,
+    a_zero_point: np.ndarray | None,
+    mult: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+) -> np.ndarray:
+    """(A - za)(W - zw) for A (..., K): int32 when mult is None, else float32
+    float(that) * mult + bias (mult, bias per column or scalar, float32)."""
+    za = 0 if a_zero_point is None else int(np.asarray(a_zero_point).reshape(-1)[0])
+    flat, lda, m, za = _a_codes(a, za, pw.k)
+    n_tiles = len(pw.packed) // (2 * igemm.PANEL * lda) if lda else 0
+    ldc = n_tiles * igemm.PAIR
+    c = np.empty(max(m * ldc, 1), np.int32)
+    k4s = lda // 4
+
+    def cols(t0: int, t1: int) -> None:
+        igemm.tiles(flat, lda, m, k4s, pw.packed, c, ldc, t0, t1)
+
+    # the tiles are independent (each writes its own columns of c)
+    parallel_for(cols, n_tiles, min_chunk=1 if m * lda >= 4096 else 8)
+    rs = igemm.row_sums(flat, lda, m, pw.k)
+    shape = (*a.shape[:-1], pw.n)
+    if mult is None:
+        out32 = np.empty((m, pw.n), np.int32)
+        igemm.finish_int32(c, ldc, rs, za, pw.zw, pw.colsum, pw.k, out32, 0, m)
+        return out32.reshape(shape)
+    mv = np.ascontiguousarray(np.broadcast_to(np.asarray(mult, np.float32).reshape(-1), (pw.n,)))
+    bz = np.zeros(1, np.float32) if bias is None else np.asarray(bias, np.float32).reshape(-1)
+    bv = np.ascontiguousarray(np.broadcast_to(bz, (pw.n,)))
+    out = np.empty((m, pw.n), np.float32)
+
+    def finish(r0: int, r1: int) -> None:
+        igemm.finish_float(c, ldc, rs, za, pw.zw, pw.colsum, pw.k, mv, bv, out, r0, r1)
+
+    parallel_for(finish, m, min_chunk=16)
+    return out.reshape(shape)
