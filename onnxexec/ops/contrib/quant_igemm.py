@@ -7,6 +7,9 @@ int32 or, scaled, in float32, splitting the column tiles over the session's thre
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from onnxexec.kernels.linalg import igemm
@@ -17,13 +20,14 @@ class PackedInt8:
     """W (K, N) 8-bit and its zero point (scalar or per column) as igemm wants them:
     the packed shifted codes, their column sums and the zero points in shifted codes."""
 
-    __slots__ = ("k", "n", "packed", "colsum", "zw", "w", "zero_point")
+    __slots__ = ("colsum", "k", "n", "packed", "w", "zero_point", "zw")
 
-    def __init__(self, w: np.ndarray, zero_point: np.ndarray | None) -> None:
+    def __init__(self, w: np.ndarray, zero_point: np.ndarray | None, trans: bool = False) -> None:
         self.w, self.zero_point = w, zero_point
-        self.k, self.n = w.shape
-        self.packed, shift = igemm.pack(w)
-        self.colsum = w.astype(np.int64).sum(axis=0) - shift * self.k
+        wk = w.T if trans else w  # QGemm's transB: W given as (N, K)
+        self.k, self.n = wk.shape
+        self.packed, shift = igemm.pack(wk)
+        self.colsum = wk.astype(np.int64).sum(axis=0) - shift * self.k
         zw = np.zeros(1, np.int64) if zero_point is None else np.asarray(zero_point, np.int64)
         self.zw = np.ascontiguousarray(np.broadcast_to(zw.reshape(-1) - shift, (self.n,)))
 
@@ -32,13 +36,52 @@ class PackedInt8:
         return w is self.w and zero_point is self.zero_point
 
 
-def fits(a: np.ndarray, w: np.ndarray, zero_point: np.ndarray | None) -> bool:
-    """Whether igemm takes this product: 8-bit 2-D W whose zero point is per tensor or
+def weight_fits(w: np.ndarray, zero_point: np.ndarray | None, trans: bool = False) -> bool:
+    """Whether igemm takes this weight: 8-bit 2-D W whose zero point is per tensor or
     per column, exact int32 sums (K below 2^16)."""
-    if w.ndim != 2 or w.dtype not in (np.uint8, np.int8) or a.dtype not in (np.uint8, np.int8):
+    if w.ndim != 2 or w.dtype not in (np.uint8, np.int8):
         return False
-    zsize = 1 if zero_point is None else np.asarray(zero_point).size
-    return zsize in (1, w.shape[1]) and w.shape[0] < 65536 and a.shape[-1] == w.shape[0]
+    k, n = w.shape[::-1] if trans else w.shape
+    zp = None if zero_point is None else np.asarray(zero_point)
+    if zp is not None and (zp.dtype != w.dtype or zp.size not in (1, n)):
+        return False
+    return k < 65536
+
+
+def fits(
+    a: np.ndarray, w: np.ndarray, a_zero_point: np.ndarray | None, zero_point: np.ndarray | None
+) -> bool:
+    """Whether igemm takes A @ W: 8-bit A (..., K) with a per-tensor zero point, W as
+    `weight_fits`."""
+    if a.dtype not in (np.uint8, np.int8) or not weight_fits(w, zero_point):
+        return False
+    return a.shape[-1] == w.shape[0] and (a_zero_point is None or np.size(a_zero_point) == 1)
+
+
+def packer(w_at: int, zp_at: int, trans_attr: str | None = None) -> Callable[..., Any]:
+    """A `prepare` hook (ops/registry.py) packing the node's constant input w_at with
+    its zero point at zp_at (transposed when attribute trans_attr is set); None when
+    the weight is not a constant igemm takes."""
+
+    def prepare(consts: tuple[Any, ...], attrs: dict[str, Any]) -> PackedInt8 | None:
+        w = consts[w_at] if len(consts) > w_at else None
+        zp = consts[zp_at] if len(consts) > zp_at else None
+        trans = bool(attrs.get(trans_attr, 0)) if trans_attr else False
+        if not isinstance(w, np.ndarray) or not weight_fits(w, zp, trans):
+            return None
+        return PackedInt8(w, zp, trans)
+
+    return prepare
+
+
+def packed_for(
+    prepared: PackedInt8 | None, w: np.ndarray, zero_point: np.ndarray | None, trans: bool = False
+) -> PackedInt8:
+    """The plan's packed weight when this call's W is the one it packed, else W packed
+    now (a non-constant weight: packing is O(K N), as the float path's conversion)."""
+    if prepared is not None and prepared.owns(w, zero_point):
+        return prepared
+    return PackedInt8(w, zero_point, trans)
 
 
 def _a_codes(a: np.ndarray, za: int, k: int) -> tuple[np.ndarray, int, int, int]:
