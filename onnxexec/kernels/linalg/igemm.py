@@ -234,3 +234,33 @@ def finish_int32(
 ) -> None:  # fmt: skip
     """`finish_float` without the scaling: the int32 (A - za)(W - zw)."""
     _finish_int32(c, ldc, rows, za, zw, colsum, k, out, r0, r1)
+
+
+@nb.njit(cache=True, nogil=True)
+def _finish_requant(
+    c, ldc, rows, za, zw, colsum, k, bias, mult, yz, out, r0, r1
+):  # pragma: no cover
+    """out[r // P, j, r % P] = saturate(rint(float32(int32 result + bias[j]) * mult[j]) + yz)
+    for rows r0..r1; out (N, M, P) 8-bit (a conv's NC(HW) output from its NHW x C rows)."""
+    n = out.shape[1]
+    per = out.shape[2]
+    lo = np.float32(np.iinfo(out.dtype).min)
+    hi = np.float32(np.iinfo(out.dtype).max)
+    fz = np.float32(yz)
+    for r in range(r0, r1):
+        rs = rows[r]
+        b, p = r // per, r % per
+        for j in range(n):
+            v = np.int64(c[r * ldc + j]) - zw[j] * rs - za * colsum[j] + k * za * zw[j]
+            q = np.rint(np.float32(np.int32(v) + bias[j]) * mult[j]) + fz
+            out[b, j, p] = min(max(q, lo), hi)
+
+
+def finish_requant(
+    c: np.ndarray, ldc: int, rows: np.ndarray, za: int, zw: np.ndarray, colsum: np.ndarray,
+    k: int, bias: np.ndarray, mult: np.ndarray, yz: int, out: np.ndarray, r0: int, r1: int,
+) -> None:  # fmt: skip
+    """`finish_int32` plus the int32 bias (N,), then QuantizeLinear's rounding with the
+    float32 multiplier (N,) and zero point yz, saturated to out's 8-bit type; row r goes
+    to out[r // P, :, r % P] of out (B, N, P)."""
+    _finish_requant(c, ldc, rows, za, zw, colsum, k, bias, mult, yz, out, r0, r1)

@@ -22,8 +22,15 @@ class PackedInt8:
 
     __slots__ = ("colsum", "k", "n", "packed", "w", "zero_point", "zw")
 
-    def __init__(self, w: np.ndarray, zero_point: np.ndarray | None, trans: bool = False) -> None:
-        self.w, self.zero_point = w, zero_point
+    def __init__(
+        self,
+        w: np.ndarray,
+        zero_point: np.ndarray | None,
+        trans: bool = False,
+        source: np.ndarray | None = None,
+    ) -> None:
+        # `source`: the array calls pass (a conv's 4-D weight) when w is a view of it
+        self.w, self.zero_point = (w if source is None else source), zero_point
         wk = w.T if trans else w  # QGemm's transB: W given as (N, K)
         self.k, self.n = wk.shape
         self.packed, shift = igemm.pack(wk)
@@ -45,7 +52,7 @@ def weight_fits(w: np.ndarray, zero_point: np.ndarray | None, trans: bool = Fals
     zp = None if zero_point is None else np.asarray(zero_point)
     if zp is not None and (zp.dtype != w.dtype or zp.size not in (1, n)):
         return False
-    return k < 65536
+    return 0 < k < 65536
 
 
 def fits(
@@ -99,6 +106,73 @@ def _a_codes(a: np.ndarray, za: int, k: int) -> tuple[np.ndarray, int, int, int]
     return np.ascontiguousarray(rows).reshape(-1), lda, rows.shape[0], za
 
 
+def _columns(v: np.ndarray, n: int, dt: type) -> np.ndarray:
+    """v (scalar or per column) as a contiguous (n,) array of dt."""
+    return np.ascontiguousarray(np.broadcast_to(np.asarray(v).astype(dt).reshape(-1), (n,)))
+
+
+class Product:
+    """The raw u8 x s8 product of A's rows with a packed W, before the corrections."""
+
+    def __init__(self, a: np.ndarray, pw: PackedInt8, a_zero_point: np.ndarray | None) -> None:
+        za = 0 if a_zero_point is None else int(np.asarray(a_zero_point).reshape(-1)[0])
+        flat, lda, m, self.za = _a_codes(a, za, pw.k)
+        n_tiles = len(pw.packed) // (2 * igemm.PANEL * lda)
+        self.ldc = ldc = n_tiles * igemm.PAIR
+        self.c = c = np.empty(max(m * ldc, 1), np.int32)
+        self.m, self.pw = m, pw
+        k4s = lda // 4
+
+        def cols(t0: int, t1: int) -> None:
+            igemm.tiles(flat, lda, m, k4s, pw.packed, c, ldc, t0, t1)
+
+        # the tiles are independent (each writes its own columns of c)
+        parallel_for(cols, n_tiles, min_chunk=1 if m * lda >= 4096 else 8)
+        self.rows = igemm.row_sums(flat, lda, m, pw.k)
+
+    def int32(self) -> np.ndarray:
+        """(M, N) int32 (A - za)(W - zw), wrapping modulo 2^32 as int32 sums do."""
+        pw = self.pw
+        out = np.empty((self.m, pw.n), np.int32)
+        igemm.finish_int32(
+            self.c, self.ldc, self.rows, self.za, pw.zw, pw.colsum, pw.k, out, 0, self.m
+        )
+        return out
+
+    def floats(self, mult: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """(M, N) float32 float32((A - za)(W - zw)) * mult + bias (per column or scalar)."""
+        pw = self.pw
+        mv = _columns(mult, pw.n, np.float32)
+        bv = _columns(np.zeros(1) if bias is None else bias, pw.n, np.float32)
+        out = np.empty((self.m, pw.n), np.float32)
+
+        def finish(r0: int, r1: int) -> None:
+            igemm.finish_float(
+                self.c, self.ldc, self.rows, self.za, pw.zw, pw.colsum, pw.k, mv, bv, out, r0, r1
+            )
+
+        parallel_for(finish, self.m, min_chunk=16)
+        return out
+
+    def requant(
+        self, bias: np.ndarray | None, mult: np.ndarray, yz: int, out: np.ndarray
+    ) -> np.ndarray:
+        """out (B, N, P) 8-bit: QuantizeLinear(float32(product + bias) * mult, yz) of row
+        r at out[r // P, :, r % P]."""
+        pw = self.pw
+        bv = _columns(np.zeros(1) if bias is None else bias, pw.n, np.int32)
+        mv = _columns(mult, pw.n, np.float32)
+
+        def finish(r0: int, r1: int) -> None:
+            igemm.finish_requant(
+                self.c, self.ldc, self.rows, self.za, pw.zw, pw.colsum, pw.k, bv, mv, yz,
+                out, r0, r1,
+            )  # fmt: skip
+
+        parallel_for(finish, self.m, min_chunk=64)
+        return out
+
+
 def int8_matmul(
     a: np.ndarray,
     pw: PackedInt8,
@@ -108,31 +182,6 @@ def int8_matmul(
 ) -> np.ndarray:
     """(A - za)(W - zw) for A (..., K): int32 when mult is None, else float32
     float(that) * mult + bias (mult, bias per column or scalar, float32)."""
-    za = 0 if a_zero_point is None else int(np.asarray(a_zero_point).reshape(-1)[0])
-    flat, lda, m, za = _a_codes(a, za, pw.k)
-    n_tiles = len(pw.packed) // (2 * igemm.PANEL * lda) if lda else 0
-    ldc = n_tiles * igemm.PAIR
-    c = np.empty(max(m * ldc, 1), np.int32)
-    k4s = lda // 4
-
-    def cols(t0: int, t1: int) -> None:
-        igemm.tiles(flat, lda, m, k4s, pw.packed, c, ldc, t0, t1)
-
-    # the tiles are independent (each writes its own columns of c)
-    parallel_for(cols, n_tiles, min_chunk=1 if m * lda >= 4096 else 8)
-    rs = igemm.row_sums(flat, lda, m, pw.k)
-    shape = (*a.shape[:-1], pw.n)
-    if mult is None:
-        out32 = np.empty((m, pw.n), np.int32)
-        igemm.finish_int32(c, ldc, rs, za, pw.zw, pw.colsum, pw.k, out32, 0, m)
-        return out32.reshape(shape)
-    mv = np.ascontiguousarray(np.broadcast_to(np.asarray(mult, np.float32).reshape(-1), (pw.n,)))
-    bz = np.zeros(1, np.float32) if bias is None else np.asarray(bias, np.float32).reshape(-1)
-    bv = np.ascontiguousarray(np.broadcast_to(bz, (pw.n,)))
-    out = np.empty((m, pw.n), np.float32)
-
-    def finish(r0: int, r1: int) -> None:
-        igemm.finish_float(c, ldc, rs, za, pw.zw, pw.colsum, pw.k, mv, bv, out, r0, r1)
-
-    parallel_for(finish, m, min_chunk=16)
-    return out.reshape(shape)
+    pr = Product(a, pw, a_zero_point)
+    y = pr.int32() if mult is None else pr.floats(mult, bias)
+    return y.reshape(*a.shape[:-1], pw.n)
