@@ -185,32 +185,66 @@ def pack(w: np.ndarray) -> tuple[np.ndarray, int]:
 def _row_sums(a, lda, m, k):  # pragma: no cover - numba
     s = np.empty(m, np.int64)
     for r in range(m):
-        t = 0
+        t = np.int32(0)  # an int32 sum of bytes vectorizes (k * 255 < 2^31)
         for i in range(k):
-            t += np.int64(a[r * lda + i])
+            t += np.int32(a[r * lda + i])
         s[r] = t
     return s
 
 
 @nb.njit(cache=True, nogil=True)
-def _finish_float(c, ldc, rows, za, zw, colsum, k, mult, bias, out, r0, r1):  # pragma: no cover
+def _im2col_nhwc(x, zx, geo, out, lda, p0, p1):  # pragma: no cover - numba
+    """Rows p0..p1 of the im2col matrix of x (N, H, W, C): row (n, oy, ox) holds the
+    window's bytes in (ky, kx, c) order, zx where the window leaves x, zeros past
+    KH KW C up to lda. geo = (kh, kw, sh, sw, dh, dw, ph, pw, oh, ow)."""
+    kh, kw, sh, sw, dh, dw, ph, pw, oh, ow = geo
+    h, w, c = x.shape[1], x.shape[2], x.shape[3]
+    xf = x.reshape(-1)
+    per = oh * ow
+    used = kh * kw * c
+    fill = np.full(c, zx, np.uint8)
+    for p in range(p0, p1):
+        n, q = p // per, p % per
+        oy, ox = q // ow, q % ow
+        base = p * lda
+        for ky in range(kh):
+            iy = oy * sh - ph + ky * dh
+            for kx in range(kw):
+                ix = ox * sw - pw + kx * dw
+                o = base + (ky * kw + kx) * c
+                if 0 <= iy < h and 0 <= ix < w:
+                    src = ((n * h + iy) * w + ix) * c
+                    out[o : o + c] = xf[src : src + c]  # slices: one copy, no index checks
+                else:
+                    out[o : o + c] = fill
+        out[base + used : base + lda] = 0
+
+
+def im2col_nhwc(
+    x: np.ndarray, zx: int, geo: np.ndarray, out: np.ndarray, lda: int, p0: int, p1: int
+) -> None:
+    """Rows p0..p1 of a 2-D conv's im2col matrix (see `_im2col_nhwc`) into flat out."""
+    _im2col_nhwc(x, zx, geo, out, lda, p0, p1)
+
+
+@nb.njit(cache=True, nogil=True)
+def _finish_float(c, ldc, rows, zw, colterm, mult, bias, out, r0, r1):  # pragma: no cover
     """out[r, j] = float32(int32 result) * mult[j] + bias[j] for rows r0..r1."""
     n = out.shape[1]
     for r in range(r0, r1):
         rs = rows[r]
         for j in range(n):
-            v = np.int64(c[r * ldc + j]) - zw[j] * rs - za * colsum[j] + k * za * zw[j]
+            v = np.int64(c[r * ldc + j]) - zw[j] * rs + colterm[j]
             out[r, j] = np.float32(v) * mult[j] + bias[j]
 
 
 @nb.njit(cache=True, nogil=True)
-def _finish_int32(c, ldc, rows, za, zw, colsum, k, out, r0, r1):  # pragma: no cover
+def _finish_int32(c, ldc, rows, zw, colterm, out, r0, r1):  # pragma: no cover
     n = out.shape[1]
     for r in range(r0, r1):
         rs = rows[r]
         for j in range(n):
-            v = np.int64(c[r * ldc + j]) - zw[j] * rs - za * colsum[j] + k * za * zw[j]
-            out[r, j] = np.int32(v)
+            out[r, j] = np.int32(np.int64(c[r * ldc + j]) - zw[j] * rs + colterm[j])
 
 
 def row_sums(a: np.ndarray, lda: int, m: int, k: int) -> np.ndarray:
@@ -219,48 +253,53 @@ def row_sums(a: np.ndarray, lda: int, m: int, k: int) -> np.ndarray:
 
 
 def finish_float(
-    c: np.ndarray, ldc: int, rows: np.ndarray, za: int, zw: np.ndarray, colsum: np.ndarray,
-    k: int, mult: np.ndarray, bias: np.ndarray, out: np.ndarray, r0: int, r1: int,
+    c: np.ndarray, ldc: int, rows: np.ndarray, zw: np.ndarray, colterm: np.ndarray,
+    mult: np.ndarray, bias: np.ndarray, out: np.ndarray, r0: int, r1: int,
 ) -> None:  # fmt: skip
     """Rows r0..r1 of out (M, N) float32: ((A - za)(W - zw)) * mult + bias, from the raw
-    product c, the A row sums `rows`, the W column sums `colsum` (of the packed,
-    shifted codes) and the zero points za, zw (N,) int64 in the shifted codes."""
-    _finish_float(c, ldc, rows, za, zw, colsum, k, mult, bias, out, r0, r1)
+    product c, the A row sums `rows`, W's zero points zw (N,) in the packed codes and
+    colterm = K za zw - za colsum(W) (N,), all int64."""
+    _finish_float(c, ldc, rows, zw, colterm, mult, bias, out, r0, r1)
 
 
 def finish_int32(
-    c: np.ndarray, ldc: int, rows: np.ndarray, za: int, zw: np.ndarray, colsum: np.ndarray,
-    k: int, out: np.ndarray, r0: int, r1: int,
+    c: np.ndarray, ldc: int, rows: np.ndarray, zw: np.ndarray, colterm: np.ndarray,
+    out: np.ndarray, r0: int, r1: int,
 ) -> None:  # fmt: skip
     """`finish_float` without the scaling: the int32 (A - za)(W - zw)."""
-    _finish_int32(c, ldc, rows, za, zw, colsum, k, out, r0, r1)
+    _finish_int32(c, ldc, rows, zw, colterm, out, r0, r1)
 
 
 @nb.njit(cache=True, nogil=True)
-def _finish_requant(
-    c, ldc, rows, za, zw, colsum, k, bias, mult, yz, out, r0, r1
-):  # pragma: no cover
+def _finish_requant(c, ldc, rows, zw, colterm, bias, mult, yz, out, r0, r1):  # pragma: no cover
     """out[r // P, j, r % P] = saturate(rint(float32(int32 result + bias[j]) * mult[j]) + yz)
-    for rows r0..r1; out (N, M, P) 8-bit (a conv's NC(HW) output from its NHW x C rows)."""
+    for rows r0..r1; out (N, M, P) 8-bit (a conv's NC(HW) output from its NHW x C rows).
+    Rows go in blocks of 64 so each column's stores land in one cache line."""
     n = out.shape[1]
     per = out.shape[2]
     lo = np.float32(np.iinfo(out.dtype).min)
     hi = np.float32(np.iinfo(out.dtype).max)
     fz = np.float32(yz)
-    for r in range(r0, r1):
-        rs = rows[r]
-        b, p = r // per, r % per
+    of = out.reshape(-1)
+    at = np.empty(64, np.int64)  # out index of each row of the block, column 0
+    for b0 in range(r0, r1, 64):
+        b1 = min(b0 + 64, r1)
+        for r in range(b0, b1):
+            at[r - b0] = (r // per) * n * per + r % per
         for j in range(n):
-            v = np.int64(c[r * ldc + j]) - zw[j] * rs - za * colsum[j] + k * za * zw[j]
-            q = np.rint(np.float32(np.int32(v) + bias[j]) * mult[j]) + fz
-            out[b, j, p] = min(max(q, lo), hi)
+            add = colterm[j] + bias[j]
+            zj, mj = zw[j], mult[j]
+            for r in range(b0, b1):
+                v = np.int64(c[r * ldc + j]) - zj * rows[r] + add
+                q = np.rint(np.float32(v) * mj) + fz
+                of[at[r - b0] + j * per] = min(max(q, lo), hi)
 
 
 def finish_requant(
-    c: np.ndarray, ldc: int, rows: np.ndarray, za: int, zw: np.ndarray, colsum: np.ndarray,
-    k: int, bias: np.ndarray, mult: np.ndarray, yz: int, out: np.ndarray, r0: int, r1: int,
+    c: np.ndarray, ldc: int, rows: np.ndarray, zw: np.ndarray, colterm: np.ndarray,
+    bias: np.ndarray, mult: np.ndarray, yz: int, out: np.ndarray, r0: int, r1: int,
 ) -> None:  # fmt: skip
     """`finish_int32` plus the int32 bias (N,), then QuantizeLinear's rounding with the
     float32 multiplier (N,) and zero point yz, saturated to out's 8-bit type; row r goes
     to out[r // P, :, r % P] of out (B, N, P)."""
-    _finish_requant(c, ldc, rows, za, zw, colsum, k, bias, mult, yz, out, r0, r1)
+    _finish_requant(c, ldc, rows, zw, colterm, bias, mult, yz, out, r0, r1)

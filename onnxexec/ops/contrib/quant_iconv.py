@@ -1,10 +1,12 @@
 """QLinearConv and ConvInteger of one group on the integer GEMM (quant_igemm.py).
 
-The input becomes im2col rows (N O1..On, C K1..Kn), padded with x's zero point so a
-pad tap adds (zx - zx) * w = 0 as the spec's zero padding of the shifted input does;
-the weight (M, C, K...) is packed once, by the node's prepare hook, as the (C K..., M)
-matrix. The product's rows are written straight back to (N, M, O...) by the finish
-kernels (kernels/linalg/igemm.py).
+The input becomes im2col rows, padded with x's zero point so a pad tap adds
+(zx - zx) * w = 0 as the spec's zero padding of the shifted input does: for 2-D convs
+rows (N OH OW, KH KW C) gathered from x transposed to NHWC by a numba kernel
+(kernels/linalg/igemm.py `im2col_nhwc`), so each tap copies C contiguous bytes; other
+ranks (N O..., C K...) through numpy's strided windows. The weight is packed once,
+by the node's prepare hook, as the matching (KH KW C, M) or (C K..., M) matrix. The
+product's rows are written straight back to (N, M, O...) by the finish kernels.
 """
 
 from __future__ import annotations
@@ -15,8 +17,17 @@ from typing import Any
 
 import numpy as np
 
+from onnxexec.kernels.linalg import igemm
+from onnxexec.native.parallel import parallel_for
 from onnxexec.ops import _window as win
 from onnxexec.ops.contrib.quant_igemm import PackedInt8, Product, weight_fits
+
+
+def _wmat(w: np.ndarray) -> np.ndarray:
+    """The (M, K) weight rows in the im2col column order: (KH, KW, C) for 2-D convs."""
+    if w.ndim == 4:
+        return w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1)
+    return w.reshape(w.shape[0], -1)
 
 
 def conv_weight_fits(w: np.ndarray, zero_point: np.ndarray | None, group: int) -> bool:
@@ -35,7 +46,7 @@ def conv_packer(w_at: int, zp_at: int) -> Callable[..., Any]:
         zp = consts[zp_at] if len(consts) > zp_at else None
         if not isinstance(w, np.ndarray) or not conv_weight_fits(w, zp, attrs.get("group", 1)):
             return None
-        return PackedInt8(w.reshape(w.shape[0], -1), zp, trans=True, source=w)
+        return PackedInt8(_wmat(w), zp, trans=True, source=w)
 
     return prepare
 
@@ -58,8 +69,27 @@ def _rows(x: np.ndarray, zx: int, g: win.Geometry) -> np.ndarray:
 
 
 def _product(x: np.ndarray, x_zero: np.ndarray | None, pw: PackedInt8, g: win.Geometry) -> Product:
+    """x's im2col rows times the packed weight."""
     zx = 0 if x_zero is None else int(np.asarray(x_zero).reshape(-1)[0])
-    return Product(_rows(x, zx, g), pw, x_zero)
+    if x.ndim != 4:
+        return Product.of(_rows(x, zx, g), pw, x_zero)
+    xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    if x.dtype == np.int8:  # to the uint8 codes igemm multiplies (+128, as _a_codes)
+        xh = xh.view(np.uint8) ^ np.uint8(0x80)
+        zx += 128
+    m, c = x.shape[0] * math.prod(g.out), x.shape[1]
+    lda = -(-pw.k // 4) * 4
+    one = all(k == 1 for k in g.kernel) and g.strides == (1, 1) and not any(g.pads_begin)
+    if one and lda == c:
+        return Product(xh.reshape(-1), lda, m, zx, pw)  # 1x1: the rows are x's pixels
+    flat = np.empty(m * lda, np.uint8)
+    geo = np.array([*g.kernel, *g.strides, *g.dilations, *g.pads_begin, *g.out], np.int64)
+
+    def rows(p0: int, p1: int) -> None:
+        igemm.im2col_nhwc(xh, zx, geo, flat, lda, p0, p1)
+
+    parallel_for(rows, m, min_chunk=256)
+    return Product(flat, lda, m, zx, pw)
 
 
 def packed_conv(
@@ -68,7 +98,7 @@ def packed_conv(
     """The plan's packed weight when this call's W is the one packed, else W packed now."""
     if prepared is not None and prepared.owns(w, w_zero):
         return prepared
-    return PackedInt8(w.reshape(w.shape[0], -1), w_zero, trans=True, source=w)
+    return PackedInt8(_wmat(w), w_zero, trans=True, source=w)
 
 
 def qlinear_conv_igemm(

@@ -112,11 +112,11 @@ def _columns(v: np.ndarray, n: int, dt: type) -> np.ndarray:
 
 
 class Product:
-    """The raw u8 x s8 product of A's rows with a packed W, before the corrections."""
+    """The u8 x s8 product of A's rows with a packed W and what its corrections need:
+    rows (flat uint8, m rows of lda bytes, lda a multiple of 4) with zero point za in
+    those codes (`a_rows` makes them from an 8-bit A)."""
 
-    def __init__(self, a: np.ndarray, pw: PackedInt8, a_zero_point: np.ndarray | None) -> None:
-        za = 0 if a_zero_point is None else int(np.asarray(a_zero_point).reshape(-1)[0])
-        flat, lda, m, self.za = _a_codes(a, za, pw.k)
+    def __init__(self, flat: np.ndarray, lda: int, m: int, za: int, pw: PackedInt8) -> None:
         n_tiles = len(pw.packed) // (2 * igemm.PANEL * lda)
         self.ldc = ldc = n_tiles * igemm.PAIR
         self.c = c = np.empty(max(m * ldc, 1), np.int32)
@@ -128,15 +128,26 @@ class Product:
 
         # the tiles are independent (each writes its own columns of c)
         parallel_for(cols, n_tiles, min_chunk=1 if m * lda >= 4096 else 8)
-        self.rows = igemm.row_sums(flat, lda, m, pw.k)
+        # sum_k (a - za)(w - zw) = sum a w - zw sum_k a - za sum_k w + K za zw: the A row
+        # sums only matter where some zw is not 0 (symmetric weights skip them)
+        if pw.zw.any():
+            self.rows = igemm.row_sums(flat, lda, m, pw.k)
+        else:
+            self.rows = np.zeros(max(m, 1), np.int64)
+        self.colterm = pw.k * za * pw.zw - za * pw.colsum
+
+    @classmethod
+    def of(cls, a: np.ndarray, pw: PackedInt8, a_zero_point: np.ndarray | None) -> Product:
+        """The product of 8-bit A (..., K) with a per-tensor zero point."""
+        za = 0 if a_zero_point is None else int(np.asarray(a_zero_point).reshape(-1)[0])
+        flat, lda, m, za = _a_codes(a, za, pw.k)
+        return cls(flat, lda, m, za, pw)
 
     def int32(self) -> np.ndarray:
         """(M, N) int32 (A - za)(W - zw), wrapping modulo 2^32 as int32 sums do."""
         pw = self.pw
         out = np.empty((self.m, pw.n), np.int32)
-        igemm.finish_int32(
-            self.c, self.ldc, self.rows, self.za, pw.zw, pw.colsum, pw.k, out, 0, self.m
-        )
+        igemm.finish_int32(self.c, self.ldc, self.rows, pw.zw, self.colterm, out, 0, self.m)
         return out
 
     def floats(self, mult: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
@@ -148,7 +159,7 @@ class Product:
 
         def finish(r0: int, r1: int) -> None:
             igemm.finish_float(
-                self.c, self.ldc, self.rows, self.za, pw.zw, pw.colsum, pw.k, mv, bv, out, r0, r1
+                self.c, self.ldc, self.rows, pw.zw, self.colterm, mv, bv, out, r0, r1
             )
 
         parallel_for(finish, self.m, min_chunk=16)
@@ -160,14 +171,13 @@ class Product:
         """out (B, N, P) 8-bit: QuantizeLinear(float32(product + bias) * mult, yz) of row
         r at out[r // P, :, r % P]."""
         pw = self.pw
-        bv = _columns(np.zeros(1) if bias is None else bias, pw.n, np.int32)
+        bv = _columns(np.zeros(1) if bias is None else bias, pw.n, np.int64)
         mv = _columns(mult, pw.n, np.float32)
 
         def finish(r0: int, r1: int) -> None:
             igemm.finish_requant(
-                self.c, self.ldc, self.rows, self.za, pw.zw, pw.colsum, pw.k, bv, mv, yz,
-                out, r0, r1,
-            )  # fmt: skip
+                self.c, self.ldc, self.rows, pw.zw, self.colterm, bv, mv, yz, out, r0, r1
+            )
 
         parallel_for(finish, self.m, min_chunk=64)
         return out
@@ -182,6 +192,6 @@ def int8_matmul(
 ) -> np.ndarray:
     """(A - za)(W - zw) for A (..., K): int32 when mult is None, else float32
     float(that) * mult + bias (mult, bias per column or scalar, float32)."""
-    pr = Product(a, pw, a_zero_point)
+    pr = Product.of(a, pw, a_zero_point)
     y = pr.int32() if mult is None else pr.floats(mult, bias)
     return y.reshape(*a.shape[:-1], pw.n)
