@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnxexec.kernels.linalg.qlstm import qlstm_recurrence
+from onnxexec.kernels.linalg.qlstm import qlstm_recurrence, recurrent_weight
 from onnxexec.ops.contrib.quant_rnn import recurrence_reference
 from tests.unit.ops._ms_node import ours_and_ort
 
@@ -79,6 +79,8 @@ def test_kernel_matches_numpy_recurrence(hid):
     for clip, forget in ((None, 0), (0.7, 1)):
         clipf = (lambda v: v) if clip is None else (lambda v, c=clip: np.clip(v, -c, c))
         want = recurrence_reference(xw, lens, r, rs, 128, h0, c0, p, (acts, clipf, forget))
-        got = qlstm_recurrence(xw, lens, r.astype(np.float64) - 128, rs, h0, c0, p, clip, forget)
+        rk = recurrent_weight(r, 128)  # int16 (float32 lanes) at 16, float64 at 520
+        assert rk.dtype == (np.int16 if hid == 16 else np.float64)
+        got = qlstm_recurrence(xw, lens, rk, rs, h0, c0, p, clip, forget)
         for g, e in zip(got, want, strict=True):
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
