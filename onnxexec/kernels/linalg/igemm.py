@@ -270,29 +270,42 @@ def finish_int32(
     _finish_int32(c, ldc, rows, zw, colterm, out, r0, r1)
 
 
+_ROUND: Final = np.float32(12582912.0)  # 1.5 * 2^23: (v + it) - it rounds half to even
+
+
 @nb.njit(cache=True, nogil=True)
 def _finish_requant(c, ldc, rows, zw, colterm, bias, mult, yz, out, r0, r1):  # pragma: no cover
     """out[r // P, j, r % P] = saturate(rint(float32(int32 result + bias[j]) * mult[j]) + yz)
     for rows r0..r1; out (N, M, P) 8-bit (a conv's NC(HW) output from its NHW x C rows).
-    Rows go in blocks of 64 so each column's stores land in one cache line."""
+
+    Blocks of 64 rows: first along each row (contiguous in c, vectorizes) into a small
+    block buffer, then that block transposed into out. The product is clamped to
+    [lo - yz - 1, hi - yz + 1] before rounding, which leaves the saturated result
+    unchanged and keeps |v| < 2^22, where adding and subtracting 1.5 * 2^23 in
+    float32 is round-half-to-even (QuantizeLinear's rounding)."""
     n = out.shape[1]
     per = out.shape[2]
     lo = np.float32(np.iinfo(out.dtype).min)
     hi = np.float32(np.iinfo(out.dtype).max)
     fz = np.float32(yz)
+    vlo, vhi = lo - fz - np.float32(1.0), hi - fz + np.float32(1.0)
     of = out.reshape(-1)
-    at = np.empty(64, np.int64)  # out index of each row of the block, column 0
+    blk = np.empty((64, n), out.dtype)
+    add = colterm + bias
     for b0 in range(r0, r1, 64):
         b1 = min(b0 + 64, r1)
         for r in range(b0, b1):
-            at[r - b0] = (r // per) * n * per + r % per
-        for j in range(n):
-            add = colterm[j] + bias[j]
-            zj, mj = zw[j], mult[j]
-            for r in range(b0, b1):
-                v = np.int64(c[r * ldc + j]) - zj * rows[r] + add
-                q = np.rint(np.float32(v) * mj) + fz
-                of[at[r - b0] + j * per] = min(max(q, lo), hi)
+            rs = rows[r]
+            base = r * ldc
+            for j in range(n):
+                v = np.float32(np.int64(c[base + j]) - zw[j] * rs + add[j]) * mult[j]
+                v = min(max(v, vlo), vhi)
+                q = (v + _ROUND) - _ROUND + fz
+                blk[r - b0, j] = min(max(q, lo), hi)
+        for r in range(b0, b1):
+            at = (r // per) * n * per + r % per
+            for j in range(n):
+                of[at + j * per] = blk[r - b0, j]
 
 
 def finish_requant(
