@@ -167,6 +167,12 @@ def tiles(
     (_tiles_vnni if VNNI else _tiles_portable)(a, lda, m, k4s, wp, c, ldc, t0, t1)
 
 
+def tile_loop() -> Any:
+    """The jitted tile loop `tiles` runs on this CPU, for kernels that call it from numba
+    (same arguments as `tiles`)."""
+    return _tiles_vnni if VNNI else _tiles_portable
+
+
 def pack(w: np.ndarray) -> tuple[np.ndarray, int]:
     """(packed int8 bytes, shift): W (K, N) int8 or uint8 in the module's layout, shift
     128 for uint8 (packed as W - 128) and 0 for int8."""

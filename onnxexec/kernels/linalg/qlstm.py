@@ -3,17 +3,19 @@ numba, for the default activations (sigmoid, tanh, tanh).
 
 Per step: the hidden state is quantized to uint8 as DynamicQuantizeLinear does (one
 scale over the batch, float32 arithmetic, round half to even), multiplied exactly with
-the zero-point-shifted recurrent weight (exact: float32 lanes when H * 255 * max|R|
-stays below 2^24, float64 otherwise), scaled
-by scale * w_scale[j] in float32 and added to the precomputed input projection; then
-the gates i o f c with optional peepholes and clip. `qlstm_reference` in
-ops/contrib/quant_rnn.py (the numpy path) is the reference this matches.
+the recurrent weight on the integer GEMM's tiles (kernels/linalg/igemm.py: R packed
+once, int32 sums, zero points as rank-1 corrections), scaled by scale * w_scale[j]
+in float32 and added to the precomputed input projection; then the gates i o f c
+with optional peepholes and clip. `recurrence_reference` in ops/contrib/quant_rnn.py
+(the numpy path) is the reference this matches.
 """
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
+
+from onnxexec.kernels.linalg import igemm
 
 f32 = np.float32
 
@@ -31,32 +33,20 @@ def _tanh(v: float) -> float:
     return f32(1.0) - f32(2.0) / (np.exp(f32(2.0) * v) + f32(1.0))
 
 
-@nb.njit(cache=True, nogil=True, fastmath=True)
-def _matvec(hq, r, acc):  # pragma: no cover - numba
-    """acc (B, 4H) = hq (B, H) @ r (H, 4H). Every partial sum is an integer the
-    accumulator type holds exactly (see qlstm_recurrence), so any summation order
-    (fastmath) gives the same result; k outermost reads r once for all batch rows."""
-    batch, hid = hq.shape
-    acc[:] = 0
-    for k in range(hid):
-        rk = r[k]
-        for b in range(batch):
-            a = hq[b, k]
-            if a != 0:
-                row = acc[b]
-                for j in range(rk.shape[0]):
-                    row[j] += a * row.dtype.type(rk[j])
-
-
 @nb.njit(cache=True, nogil=True)
-def _qlstm(xw, lens, r, rs, h, c, p, clip, input_forget, y, acc):  # pragma: no cover
-    """xw (T, B, 4H) f32, lens (B,) i64, r (H, 4H) centred weight codes (int16 when
-    every sum stays below 2^24 in float32, else float64), rs (4H,) f32, h, c (B, H)
-    f32 state (updated), p (3H,) f32 peepholes, clip f32 (inf: none), y (T, B, H)
-    f32 out, acc (B, 4H) scratch in the accumulator type (float32 / float64)."""
+def _qlstm(xw, lens, rp, colsum, zw, rs, h, c, p, clip, input_forget, y, tiles):  # pragma: no cover
+    """xw (T, B, 4H) f32, lens (B,) i64, rp R (H, 4H) packed by igemm.pack, colsum and
+    zw (4H,) i64 its column sums and zero point in the packed codes, rs (4H,) f32,
+    h, c (B, H) f32 state (updated), p (3H,) f32 peepholes, clip f32 (inf: none),
+    y (T, B, H) f32 out, tiles: igemm's tile loop for this CPU."""
     t_len, batch, g4 = xw.shape
     hid = g4 // 4
-    hq = np.empty((batch, hid), acc.dtype)
+    lda = (hid + 3) // 4 * 4
+    n_tiles = rp.shape[0] // (2 * igemm.PANEL * lda)
+    ldc = n_tiles * igemm.PAIR
+    hq = np.zeros(batch * lda, np.uint8)  # the pad bytes past H stay 0
+    acc = np.empty(batch * ldc, np.int32)
+    rsum = np.empty(batch, np.int64)
     gates = np.empty(g4, np.float32)
     for t in range(t_len):
         # rows whose sequence ended feed zeros (onnxruntime reads its zero-filled Y)
@@ -72,14 +62,20 @@ def _qlstm(xw, lens, r, rs, h, c, p, clip, input_forget, y, acc):  # pragma: no 
         zp = np.rint(min(max(f32(0.0) - xmin / scale, f32(0.0)), f32(255.0)))
         for b in range(batch):
             live = t == 0 or t - 1 < lens[b]
+            total = 0
             for k in range(hid):
                 v = h[b, k] if live else f32(0.0)
                 q = min(max(np.rint(f32(v / scale)) + zp, f32(0.0)), f32(255.0))
-                hq[b, k] = q - zp
-        _matvec(hq, r, acc)
+                hq[b * lda + k] = np.uint8(q)
+                total += np.int64(q)
+            rsum[b] = total
+        tiles(hq, lda, batch, lda // 4, rp, acc, ldc, 0, n_tiles)
+        za = np.int64(zp)
         for b in range(batch):
+            # sum_k (q - za)(r - zw) = sum q r - zw sum q - za sum r + H za zw (exact)
             for j in range(g4):
-                gates[j] = xw[t, b, j] + f32(acc[b, j]) * (scale * rs[j])
+                s = np.int64(acc[b * ldc + j]) - zw[j] * rsum[b] - za * colsum[j] + hid * za * zw[j]
+                gates[j] = xw[t, b, j] + f32(s) * (scale * rs[j])
             if t >= lens[b]:
                 for k in range(hid):
                     y[t, b, k] = 0.0
@@ -105,22 +101,20 @@ def _qlstm(xw, lens, r, rs, h, c, p, clip, input_forget, y, acc):  # pragma: no 
                 y[t, b, k] = h[b, k]
 
 
-def recurrent_weight(r: np.ndarray, zero_point: int) -> np.ndarray:
-    """R (H, 4H) 8-bit codes minus the zero point, contiguous: int16 when every step's
-    sum stays below 2^24 (exact in float32 lanes; int16 halves the bytes each step
-    streams, which bounds the step's time), else float64 (float64 lanes). Built once
-    per weight (DynamicQuantizeLSTM's prepare hook, ops/contrib/quant_rnn.py)."""
-    rc = r.astype(np.int32) - np.int32(zero_point)
-    exact32 = r.shape[0] * 255.0 * float(np.abs(rc).max(initial=0)) < 2.0**24
-    out = np.ascontiguousarray(rc, dtype=np.int16 if exact32 else np.float64)
-    out.flags.writeable = False
-    return out
+def recurrent_weight(r: np.ndarray, zero_point: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """R (H, 4H) 8-bit codes and their zero point as the recurrence multiplies them:
+    (packed bytes, column sums, zero point per column), both in the packed codes.
+    Built once per weight (DynamicQuantizeLSTM's prepare hook, ops/contrib/quant_rnn.py)."""
+    packed, shift = igemm.pack(r)
+    colsum = r.astype(np.int64).sum(axis=0) - shift * r.shape[0]
+    zw = np.full(r.shape[1], zero_point - shift, np.int64)
+    return packed, colsum, zw
 
 
 def qlstm_recurrence(
     xw: np.ndarray,
     lens: np.ndarray,
-    r_centred: np.ndarray,
+    r_prepared: tuple[np.ndarray, np.ndarray, np.ndarray],
     r_scale: np.ndarray,
     h0: np.ndarray,
     c0: np.ndarray,
@@ -129,25 +123,18 @@ def qlstm_recurrence(
     input_forget: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(Y (T, B, H), h_T (B, H), c_T (B, H)) of one direction; see the module docstring.
-
-    r_centred: recurrent_weight's result (int16 or float64, as made there), or any
-    centred codes, which are then converted here on every call."""
+    r_prepared: `recurrent_weight`'s result."""
     t_len, batch, g4 = xw.shape
     hid = g4 // 4
-    assert r_centred.shape == (hid, g4) and r_scale.shape == (g4,) and p.shape == (3 * hid,)
+    rp, colsum, zw = r_prepared
+    assert colsum.shape == (g4,) and r_scale.shape == (g4,) and p.shape == (3 * hid,)
     h = np.ascontiguousarray(h0, np.float32).copy()
     c = np.ascontiguousarray(c0, np.float32).copy()
     y = np.zeros((t_len, batch, hid), np.float32)
     cl = np.float32(np.inf if clip is None else clip)
-    # int16 carries recurrent_weight's word that its sums are exact in float32
-    if r_centred.dtype in (np.int16, np.float64) and r_centred.flags.c_contiguous:
-        rk = r_centred  # already prepared by recurrent_weight
-    else:
-        rk = recurrent_weight(np.asarray(r_centred, np.int32), 0)
     _qlstm(
-        np.ascontiguousarray(xw, np.float32), lens.astype(np.int64),
-        rk, r_scale.astype(np.float32),
-        h, c, p.astype(np.float32), cl, int(input_forget), y,
-        np.empty((batch, g4), np.float32 if rk.dtype == np.int16 else np.float64),
+        np.ascontiguousarray(xw, np.float32), lens.astype(np.int64), rp, colsum, zw,
+        r_scale.astype(np.float32), h, c, p.astype(np.float32), cl, int(input_forget), y,
+        igemm.tile_loop(),
     )  # fmt: skip
     return y, h, c

@@ -78,7 +78,14 @@ def _qgemm(
         pw = PackedInt8(w, zw)
     if pw is not None:  # float32(exact sum) * (sa * ws) + 0, as the float path below
         return int8_matmul(qa, pw, za, np.float32(sa) * w_scale)
-    acc = exact_int_matmul(qa, w, za, zw)
+    return _qgemm_float(a, w, w_scale, w_zero)
+
+
+def _qgemm_float(a: np.ndarray, w: np.ndarray, w_scale: np.ndarray, w_zero: int) -> np.ndarray:
+    """`_qgemm` through float32 BLAS (exact_int_matmul): the reference's product,
+    independent of the integer GEMM the kernel uses."""
+    qa, sa, za = dynamic_quantize_linear(np.ascontiguousarray(a, np.float32))
+    acc = exact_int_matmul(qa, w, za, np.array(w_zero, w.dtype))
     return acc * (np.float32(sa) * w_scale)
 
 
@@ -106,7 +113,7 @@ def recurrence_reference(
         # rows whose sequence ended feed zeros (onnxruntime reads them from the
         # zero-filled Y), which matters as they share the step's quantization range
         h_in = hprev if t == 0 else np.where((t - 1 < lens)[:, None], hprev, 0)
-        gates = xw[t] + _qgemm(h_in, r, rs, rz)
+        gates = xw[t] + _qgemm_float(h_in, r, rs, rz)
         gi, go, gf, gc = np.split(gates, 4, axis=1)
         i = f(clipf(gi + pi * cprev))
         fg = 1 - i if input_forget else f(clipf(gf + pf * cprev))
