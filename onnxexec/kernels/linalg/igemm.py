@@ -178,7 +178,8 @@ def pack(w: np.ndarray) -> tuple[np.ndarray, int]:
     128 for uint8 (packed as W - 128) and 0 for int8."""
     k, n = w.shape
     shift = 128 if w.dtype == np.uint8 else 0
-    ws = (w.astype(np.int16) - shift).astype(np.int8)
+    # uint8 v - 128 is v ^ 0x80 read as int8: no widened copy of a large weight
+    ws = (w ^ np.uint8(0x80)).view(np.int8) if shift else w.view(np.int8)
     kp, np_ = -(-k // 4) * 4, -(-n // PAIR) * PAIR
     full = np.zeros((kp, np_), np.int8)
     full[:k, :n] = ws

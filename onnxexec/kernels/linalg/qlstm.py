@@ -106,7 +106,7 @@ def recurrent_weight(r: np.ndarray, zero_point: int) -> tuple[np.ndarray, np.nda
     (packed bytes, column sums, zero point per column), both in the packed codes.
     Built once per weight (DynamicQuantizeLSTM's prepare hook, ops/contrib/quant_rnn.py)."""
     packed, shift = igemm.pack(r)
-    colsum = r.astype(np.int64).sum(axis=0) - shift * r.shape[0]
+    colsum = r.sum(axis=0, dtype=np.int64) - shift * r.shape[0]
     zw = np.full(r.shape[1], zero_point - shift, np.int64)
     return packed, colsum, zw
 

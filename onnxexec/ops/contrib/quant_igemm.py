@@ -34,7 +34,7 @@ class PackedInt8:
         wk = w.T if trans else w  # QGemm's transB: W given as (N, K)
         self.k, self.n = wk.shape
         self.packed, shift = igemm.pack(wk)
-        self.colsum = wk.astype(np.int64).sum(axis=0) - shift * self.k
+        self.colsum = wk.sum(axis=0, dtype=np.int64) - shift * self.k
         zw = np.zeros(1, np.int64) if zero_point is None else np.asarray(zero_point, np.int64)
         self.zw = np.ascontiguousarray(np.broadcast_to(zw.reshape(-1) - shift, (self.n,)))
 
