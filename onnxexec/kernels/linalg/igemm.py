@@ -167,10 +167,9 @@ def tiles(
     (_tiles_vnni if VNNI else _tiles_portable)(a, lda, m, k4s, wp, c, ldc, t0, t1)
 
 
-def tile_loop() -> Any:
-    """The jitted tile loop `tiles` runs on this CPU, for kernels that call it from numba
-    (same arguments as `tiles`)."""
-    return _tiles_vnni if VNNI else _tiles_portable
+# the jitted tile loop for this CPU (arguments as `tiles`), for kernels that call it
+# from numba: a global there, frozen at their compile time like the VNNI gate itself
+TILE_LOOP: Final = _tiles_vnni if VNNI else _tiles_portable
 
 
 def pack(w: np.ndarray) -> tuple[np.ndarray, int]:

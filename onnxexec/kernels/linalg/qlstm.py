@@ -14,31 +14,66 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from onnxexec.kernels.linalg import igemm
+from onnxexec.kernels.linalg.igemm import TILE_LOOP
 
 f32 = np.float32
 
 
+@intrinsic
+def _as_f32(typingctx, bits):
+    """The float32 whose bits are the int32 `bits` (a bitcast, which vectorizes)."""
+    sig = types.float32(types.int32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return sig, codegen
+
+
+_ROUND = f32(12582912.0)  # 1.5 * 2^23: (v + it) - it rounds half to even for |v| < 2^22
+
+
+@nb.njit(cache=True, nogil=True)
+def _exp(v: float) -> float:
+    """float32 e^v, Cephes expf (2^n e^r, |r| <= ln2 / 2, degree-6 polynomial; about 1
+    ulp): numba's np.exp calls libm's expf per element (no SVML here), which does not
+    vectorize and was most of a step. v is clamped to [-87, 88] (2^n stays a normal float32)."""
+    v = min(max(v, f32(-87.0)), f32(88.0))
+    n = (v * f32(1.44269504088896341) + _ROUND) - _ROUND
+    r = v - n * f32(0.693359375) - n * f32(-2.12194440e-4)
+    p = f32(1.9875691500e-4)
+    p = p * r + f32(1.3981999507e-3)
+    p = p * r + f32(8.3334519073e-3)
+    p = p * r + f32(4.1665795894e-2)
+    p = p * r + f32(1.6666665459e-1)
+    p = p * r + f32(5.0000001201e-1)
+    y = p * r * r + r + f32(1.0)
+    return y * _as_f32((np.int32(n) + np.int32(127)) << np.int32(23))
+
+
 @nb.njit(cache=True, nogil=True)
 def _sigmoid(v: float) -> float:
-    return f32(1.0) / (f32(1.0) + np.exp(-v))
+    return f32(1.0) / (f32(1.0) + _exp(-v))
 
 
 @nb.njit(cache=True, nogil=True)
 def _tanh(v: float) -> float:
-    # 1 - 2 / (e^2v + 1): numba's exp vectorizes, its tanh (libm tanhf) does not and
-    # cost ~40 ns a call here, most of a step; |error| < 2e-7 (tests/unit/ops/
-    # test_ms_quant_rnn.py compares with numpy's tanh)
-    return f32(1.0) - f32(2.0) / (np.exp(f32(2.0) * v) + f32(1.0))
+    # 1 - 2 / (e^2v + 1) through `_exp` (vectorizes, as numba's tanh does not);
+    # tests/unit/ops/test_ms_quant_rnn.py compares the steps with numpy's tanh / exp
+    return f32(1.0) - f32(2.0) / (_exp(f32(2.0) * v) + f32(1.0))
 
 
 @nb.njit(cache=True, nogil=True)
-def _qlstm(xw, lens, rp, colsum, zw, rs, h, c, p, clip, input_forget, y, tiles):  # pragma: no cover
+def _qlstm(xw, lens, rp, colsum, zw, rs, h, c, p, clip, input_forget, y):  # pragma: no cover
     """xw (T, B, 4H) f32, lens (B,) i64, rp R (H, 4H) packed by igemm.pack, colsum and
     zw (4H,) i64 its column sums and zero point in the packed codes, rs (4H,) f32,
     h, c (B, H) f32 state (updated), p (3H,) f32 peepholes, clip f32 (inf: none),
-    y (T, B, H) f32 out, tiles: igemm's tile loop for this CPU."""
+    y (T, B, H) f32 out."""
     t_len, batch, g4 = xw.shape
     hid = g4 // 4
     lda = (hid + 3) // 4 * 4
@@ -69,7 +104,7 @@ def _qlstm(xw, lens, rp, colsum, zw, rs, h, c, p, clip, input_forget, y, tiles):
                 hq[b * lda + k] = np.uint8(q)
                 total += np.int64(q)
             rsum[b] = total
-        tiles(hq, lda, batch, lda // 4, rp, acc, ldc, 0, n_tiles)
+        TILE_LOOP(hq, lda, batch, lda // 4, rp, acc, ldc, 0, n_tiles)
         za = np.int64(zp)
         for b in range(batch):
             # sum_k (q - za)(r - zw) = sum q r - zw sum q - za sum r + H za zw (exact)
@@ -135,6 +170,5 @@ def qlstm_recurrence(
     _qlstm(
         np.ascontiguousarray(xw, np.float32), lens.astype(np.int64), rp, colsum, zw,
         r_scale.astype(np.float32), h, c, p.astype(np.float32), cl, int(input_forget), y,
-        igemm.tile_loop(),
     )  # fmt: skip
     return y, h, c
