@@ -16,6 +16,14 @@ import numpy as np
 
 from onnxexec.kernels.conv.depthwise import depthwise2d_fused, depthwise_conv2d
 from onnxexec.ops import _window as win
+from onnxexec.ops.contrib.quant_iconv import (
+    conv_integer_igemm,
+    conv_packer,
+    conv_weight_fits,
+    packed_conv,
+    qlinear_conv_igemm,
+)
+from onnxexec.ops.contrib.quant_igemm import PackedInt8
 from onnxexec.ops.registry import op
 
 # Rows of im2col built at once; bounds the temporary to ~256 MiB of float32.
@@ -192,7 +200,7 @@ def _int_conv(
     return np.rint(_exact_conv(x, w, x_zero, w_zero, g, group)).astype(np.int64)
 
 
-@op("ConvInteger", since=10)
+@op("ConvInteger", since=10, prepare=conv_packer(1, 3))
 def conv_integer(
     x: np.ndarray,
     w: np.ndarray,
@@ -205,13 +213,30 @@ def conv_integer(
     kernel_shape: tuple[int, ...] | None = None,
     pads: tuple[int, ...] | None = None,
     strides: tuple[int, ...] | None = None,
+    prepared: PackedInt8 | None = None,
 ) -> np.ndarray:
     """x (N, C, D...) u8/i8, w (M, C/group, K...) u8/i8 -> y int32 (N, M, O...)."""
     g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    if _igemm_conv(x, x_zero_point, w, w_zero_point, group):
+        pw = packed_conv(prepared, w, w_zero_point)
+        return conv_integer_igemm(x, x_zero_point, pw, g)
     return _int_conv(x, w, x_zero_point, w_zero_point, g, group).astype(np.int32)
 
 
-@op("QLinearConv", since=10)
+def _igemm_conv(
+    x: np.ndarray,
+    x_zero: np.ndarray | None,
+    w: np.ndarray,
+    w_zero: np.ndarray | None,
+    group: int,
+) -> bool:
+    """Whether the integer GEMM (ops/contrib/quant_iconv.py) takes this conv."""
+    if x.dtype not in (np.uint8, np.int8) or (x_zero is not None and np.size(x_zero) != 1):
+        return False
+    return conv_weight_fits(w, w_zero, group)
+
+
+@op("QLinearConv", since=10, prepare=conv_packer(3, 5))
 def qlinear_conv(
     x: np.ndarray,
     x_scale: np.ndarray,
@@ -229,6 +254,7 @@ def qlinear_conv(
     kernel_shape: tuple[int, ...] | None = None,
     pads: tuple[int, ...] | None = None,
     strides: tuple[int, ...] | None = None,
+    prepared: PackedInt8 | None = None,
 ) -> np.ndarray:
     """Quantized conv: y = sat(round(acc * x_scale * w_scale / y_scale) + y_zero_point).
 
@@ -237,6 +263,14 @@ def qlinear_conv(
     Rounding is half-to-even as QuantizeLinear's.
     """
     g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    if _igemm_conv(x, x_zero_point, w, w_zero_point, group):
+        xs = np.float32(np.asarray(x_scale).reshape(-1)[0])
+        ys = np.float32(np.asarray(y_scale).reshape(-1)[0])
+        mult = (xs * np.asarray(w_scale, np.float32).reshape(-1) / ys).astype(np.float32)
+        out_dt = x.dtype if y_zero_point is None else y_zero_point.dtype
+        yz = 0 if y_zero_point is None else int(y_zero_point.reshape(-1)[0])
+        pw = packed_conv(prepared, w, w_zero_point)
+        return qlinear_conv_igemm(x, x_zero_point, pw, g, b, mult, yz, np.dtype(out_dt))
     acc = _exact_conv(x, w, x_zero_point, w_zero_point, g, group)
     nd = x.ndim - 2
     if b is not None:  # int32 sum, rounded to float32 once below (as onnxruntime)

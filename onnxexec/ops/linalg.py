@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnxexec.ops.contrib.quant_igemm import PackedInt8, fits, int8_matmul, packed_for, packer
 from onnxexec.ops.quant import is_integer, saturate, to_float
 from onnxexec.ops.registry import op
 
@@ -143,17 +144,22 @@ def _int_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.rint(np.matmul(a, b)).astype(np.int64)
 
 
-@op("MatMulInteger", since=10)
+@op("MatMulInteger", since=10, prepare=packer(1, 3))
 def matmul_integer(
     a: np.ndarray,
     b: np.ndarray,
     a_zero_point: np.ndarray | None = None,
     b_zero_point: np.ndarray | None = None,
+    *,
+    prepared: PackedInt8 | None = None,
 ) -> np.ndarray:
     """int32 (A - a_zero_point) @ (B - b_zero_point).
 
     Zero points are per tensor, per row of A ([M] or [..., M, 1]) or per column of B.
+    A 2-D weight runs on the integer GEMM (ops/contrib/quant_igemm.py), packed once.
     """
+    if fits(a, b, a_zero_point, b_zero_point):
+        return int8_matmul(a, packed_for(prepared, b, b_zero_point), a_zero_point)
     y = _int_matmul(_centered(a, a_zero_point, True), _centered(b, b_zero_point, False))
     return y.astype(np.int32)  # wraps modulo 2**32: "accumulation may overflow in 32 bits"
 
@@ -163,7 +169,7 @@ def _per_row_scale(s: np.ndarray, x: np.ndarray) -> np.ndarray:
     return s.reshape(-1, 1) if s.ndim == 1 and s.size > 1 and x.ndim >= 2 else s
 
 
-@op("QLinearMatMul", since=10)
+@op("QLinearMatMul", since=10, prepare=packer(3, 5))
 def qlinear_matmul(
     a: np.ndarray,
     a_scale: np.ndarray,
@@ -173,13 +179,19 @@ def qlinear_matmul(
     b_zero_point: np.ndarray,
     y_scale: np.ndarray,
     y_zero_point: np.ndarray,
+    *,
+    prepared: PackedInt8 | None = None,
 ) -> np.ndarray:
     """Quantized matmul: saturate(round((A-za)(B-zb) * sa*sb/sy) + zy) in y_zero_point's type.
 
     The requantization multiplier sa*sb/sy is formed in the scales' own type (float32 or
     float16), then applied to the exact integer product.
     """
-    acc = np.matmul(_centered(a, a_zero_point, True), _centered(b, b_zero_point, False))
+    if fits(a, b, a_zero_point, b_zero_point):
+        pw = packed_for(prepared, b, b_zero_point)
+        acc = int8_matmul(a, pw, a_zero_point).astype(np.float64)
+    else:
+        acc = np.matmul(_centered(a, a_zero_point, True), _centered(b, b_zero_point, False))
     sa = _per_row_scale(a_scale, a)
     multiplier = (sa * np.asarray(b_scale)) / _per_row_scale(y_scale, acc)
     y = acc * to_float(multiplier).astype(np.float64)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.ops.contrib import MS_DOMAIN
+from onnxexec.ops.contrib.quant_igemm import PackedInt8, fits, int8_matmul, packed_for, packer
 from onnxexec.ops.contrib.quant_matmul import centered
 from onnxexec.ops.registry import op
 
@@ -40,7 +41,7 @@ def key_mask(mask_index: np.ndarray | None, b: int, s: int, total: int) -> np.nd
     return allowed
 
 
-@op("QAttention", since=1, domain=MS_DOMAIN)
+@op("QAttention", since=1, domain=MS_DOMAIN, prepare=packer(1, 7))
 def qattention(
     x: np.ndarray,
     weight: np.ndarray,
@@ -58,13 +59,18 @@ def qattention(
     past_present_share_buffer: int = 0,
     scale: float = 0.0,
     unidirectional: int = 0,
+    prepared: PackedInt8 | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """8-bit input (B, S, D_in), weight (D_in, 3D) -> output (B, S, D) f32, present."""
     if do_rotary:
         raise ValueError("QAttention: do_rotary is not supported")
     b, s, _ = x.shape
     zw = None if weight_zero_point is None else np.asarray(weight_zero_point)
-    acc = np.matmul(centered(x, input_zero_point), centered(weight, zw)).astype(np.float32)
+    if fits(x, weight, input_zero_point, zw):  # the integer GEMM, weight packed once
+        pw = packed_for(prepared, weight, weight_zero_point)
+        acc = int8_matmul(x, pw, input_zero_point).astype(np.float32)
+    else:
+        acc = np.matmul(centered(x, input_zero_point), centered(weight, zw)).astype(np.float32)
     ws = np.asarray(weight_scale, np.float32)
     qkv = acc * (np.float32(np.asarray(input_scale).reshape(-1)[0]) * ws) + bias
     d = qkv.shape[-1] // 3

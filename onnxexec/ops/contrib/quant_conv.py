@@ -6,11 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.ops.contrib import MS_DOMAIN
+from onnxexec.ops.contrib.quant_iconv import conv_packer
+from onnxexec.ops.contrib.quant_igemm import PackedInt8
 from onnxexec.ops.conv import qlinear_conv
 from onnxexec.ops.registry import op
 
 
-@op("QLinearConv", since=1, domain=MS_DOMAIN)
+@op("QLinearConv", since=1, domain=MS_DOMAIN, prepare=conv_packer(3, 5))
 def ms_qlinear_conv(
     x: np.ndarray,
     x_scale: np.ndarray,
@@ -29,6 +31,7 @@ def ms_qlinear_conv(
     kernel_shape: tuple[int, ...] | None = None,
     pads: tuple[int, ...] | None = None,
     strides: tuple[int, ...] | None = None,
+    prepared: PackedInt8 | None = None,
 ) -> np.ndarray:
     """x (N, C, D...) or, with channels_last, (N, D..., C) -> y in the same layout."""
     if channels_last:
@@ -36,6 +39,6 @@ def ms_qlinear_conv(
     y = qlinear_conv(
         x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b,
         auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
-        pads=pads, strides=strides,
+        pads=pads, strides=strides, prepared=prepared,
     )  # fmt: skip
     return np.ascontiguousarray(np.moveaxis(y, 1, -1)) if channels_last else y

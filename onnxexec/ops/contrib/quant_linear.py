@@ -38,6 +38,18 @@ def _out_type(x: np.ndarray, zp: np.ndarray | None) -> np.dtype:
     return x.dtype if zp is None else np.asarray(zp).dtype
 
 
+def _centred(x: np.ndarray, zp: np.ndarray | None) -> np.ndarray:
+    """float32 (x - zero point), exact for 8-bit codes."""
+    return (x.astype(np.int32) - _zp(zp, x.dtype)).astype(np.float32)
+
+
+def _output(real: np.ndarray, x: np.ndarray, y_zero_point: np.ndarray | None) -> np.ndarray:
+    """`real` (already divided by Y's scale) requantized to Y's zero point and type (that
+    of y_zero_point, else x's): the epilogue every QLinear op here shares."""
+    out_dt = _out_type(x, y_zero_point)
+    return _requant(real, _zp(y_zero_point, out_dt), out_dt)
+
+
 def lookup(
     x: np.ndarray,
     x_scale: np.ndarray,
@@ -50,8 +62,7 @@ def lookup(
     info = np.iinfo(x.dtype)
     codes = np.arange(info.min, info.max + 1, dtype=np.int32)
     real = (codes - _zp(x_zero_point, x.dtype)).astype(np.float32) * _scalar(x_scale)
-    out_dt = _out_type(x, y_zero_point)
-    table = _requant(fn(real) / _scalar(y_scale), _zp(y_zero_point, out_dt), out_dt)
+    table = _output(fn(real) / _scalar(y_scale), x, y_zero_point)
     return table[x.astype(np.int32) - info.min]
 
 
@@ -88,15 +99,30 @@ def qlinear_leaky_relu(
 
 def _binary(
     a: np.ndarray,
+    a_scale: np.ndarray,
     a_zero_point: np.ndarray | None,
     b: np.ndarray,
+    b_scale: np.ndarray,
     b_zero_point: np.ndarray | None,
+    c_scale: np.ndarray,
     c_zero_point: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray, np.dtype, int]:
-    da = (a.astype(np.int32) - _zp(a_zero_point, a.dtype)).astype(np.float32)
-    db = (b.astype(np.int32) - _zp(b_zero_point, b.dtype)).astype(np.float32)
-    out_dt = _out_type(a, c_zero_point)
-    return da, db, out_dt, _zp(c_zero_point, out_dt)
+    combine: Callable[..., np.ndarray],
+) -> np.ndarray:
+    """QLinearAdd / QLinearMul: combine(A - za, B - zb, sa, sb, sc) in float32 (already
+    in C's scale), requantized to C's zero point; numpy broadcasting."""
+    real = combine(
+        _centred(a, a_zero_point), _centred(b, b_zero_point),
+        _scalar(a_scale), _scalar(b_scale), _scalar(c_scale),
+    )  # fmt: skip
+    return _output(real, a, c_zero_point)
+
+
+def _add(da: np.ndarray, db: np.ndarray, sa: float, sb: float, sc: float) -> np.ndarray:
+    return da * (sa / sc) + db * (sb / sc)
+
+
+def _mul(da: np.ndarray, db: np.ndarray, sa: float, sb: float, sc: float) -> np.ndarray:
+    return da * db * (sa * sb / sc)
 
 
 @op("QLinearAdd", since=1, domain=MS_DOMAIN)
@@ -114,10 +140,7 @@ def qlinear_add(
 
     As MLAS: (A - za) * (sa / sc) + (B - zb) * (sb / sc) in float32, then round and add zc.
     """
-    da, db, out_dt, zc = _binary(a, a_zero_point, b, b_zero_point, c_zero_point)
-    sc = _scalar(c_scale)
-    real = da * (_scalar(a_scale) / sc) + db * (_scalar(b_scale) / sc)
-    return _requant(real, zc, out_dt)
+    return _binary(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, _add)
 
 
 @op("QLinearMul", since=1, domain=MS_DOMAIN)
@@ -132,9 +155,7 @@ def qlinear_mul(
     c_zero_point: np.ndarray | None = None,
 ) -> np.ndarray:
     """C = quantize(dequantize(A) * dequantize(B)); (A - za)(B - zb) * (sa sb / sc) + zc."""
-    da, db, out_dt, zc = _binary(a, a_zero_point, b, b_zero_point, c_zero_point)
-    ratio = _scalar(a_scale) * _scalar(b_scale) / _scalar(c_scale)
-    return _requant(da * db * ratio, zc, out_dt)
+    return _binary(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, _mul)
 
 
 @op("QLinearConcat", since=1, domain=MS_DOMAIN)
@@ -186,16 +207,14 @@ def qlinear_average_pool(
     strides: tuple[int, ...] | None = None,
 ) -> np.ndarray:
     """AveragePool of the dequantized X, requantized: mean(X - zx) * sx / sy + zy."""
-    xf = (x.astype(np.int32) - _zp(x_zero_point, x.dtype)).astype(np.float32)
+    xf = _centred(x, x_zero_point)
 
     def avg(v: np.ndarray) -> np.ndarray:
         g = _pool._geom(v, kernel_shape, strides, pads, auto_pad, None, ceil_mode)
         return _pool.average_pool_numpy(v, g, count_include_pad)
 
     mean = _pooled(xf, channels_last, avg)
-    out_dt = _out_type(x, y_zero_point)
-    ratio = _scalar(x_scale) / _scalar(y_scale)
-    return _requant(mean * ratio, _zp(y_zero_point, out_dt), out_dt)
+    return _output(mean * (_scalar(x_scale) / _scalar(y_scale)), x, y_zero_point)
 
 
 @op("QLinearGlobalAveragePool", since=1, domain=MS_DOMAIN)
@@ -216,9 +235,8 @@ def qlinear_global_average_pool(
     total = np.sum(x.astype(np.int64), axis=spatial, keepdims=True)
     count = int(np.prod([x.shape[a] for a in spatial]))
     centered = (total - count * _zp(x_zero_point, x.dtype)).astype(np.float32)
-    out_dt = np.asarray(y_zero_point).dtype
     ratio = _scalar(x_scale) / (_scalar(y_scale) * np.float32(count))
-    return _requant(centered * ratio, _zp(y_zero_point, out_dt), out_dt)
+    return _output(centered * ratio, x, y_zero_point)
 
 
 @op("QLinearSoftmax", since=1, domain=MS_DOMAIN)
@@ -242,8 +260,7 @@ def qlinear_softmax(
         a = 1
     e = np.exp(real - real.max(axis=a, keepdims=True))
     y = (e / e.sum(axis=a, keepdims=True)).reshape(shape)
-    out_dt = np.asarray(y_zero_point).dtype
-    return _requant(y / np.float64(_scalar(y_scale)), _zp(y_zero_point, out_dt), out_dt)
+    return _output(y / np.float64(_scalar(y_scale)), x, y_zero_point)
 
 
 @op("QuantizeLinear", since=1, domain=MS_DOMAIN)

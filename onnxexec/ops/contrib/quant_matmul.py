@@ -1,9 +1,10 @@
 """com.microsoft quantized matmuls: QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul.
 
-Integer products are exact: the zero-point-shifted 8-bit operands go through float32
-BLAS in K-slices whose sums stay below 2^24 (exact_int_matmul), or float64 (exact for
-K below 2^37) where the shapes need numpy's general matmul; the result is then scaled
-in float32 as onnxruntime's MLAS output processors do
+Integer products are exact: a 2-D 8-bit weight goes through the integer GEMM
+(ops/contrib/quant_igemm.py, packed once by the node's prepare hook); other shapes
+run the zero-point-shifted operands through float32 BLAS in K-slices whose sums stay
+below 2^24 (exact_int_matmul), or float64 (exact for K below 2^37); the result is
+then scaled in float32 as onnxruntime's MLAS output processors do
 (ContribOperators.md QGemm / MatMulIntegerToFloat / DynamicQuantizeMatMul).
 """
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from onnxexec.native.parallel import parallel_for
 from onnxexec.ops.contrib import MS_DOMAIN
+from onnxexec.ops.contrib.quant_igemm import PackedInt8, fits, int8_matmul, packed_for, packer
 from onnxexec.ops.quant import dynamic_quantize_linear
 from onnxexec.ops.registry import op
 
@@ -70,6 +72,29 @@ def exact_int_matmul(
     return out.reshape(*a.shape[:-1], n)
 
 
+def _qgemm_float64(
+    a: np.ndarray,
+    b: np.ndarray,
+    a_zero_point: np.ndarray | None,
+    b_zero_point: np.ndarray | None,
+    trans_a: int,
+    trans_b: int,
+) -> np.ndarray:
+    """(A - za)(B - zb) in float64 (exact), either operand transposed."""
+    af = centered(a, a_zero_point)
+    bz = None if b_zero_point is None else np.asarray(b_zero_point)
+    if trans_a:
+        af = af.T
+    if trans_b:
+        bf = b.astype(np.float64)
+        if bz is not None:
+            bf -= bz.reshape(-1, 1) if bz.size > 1 else bz.reshape(-1)[0]
+        bf = bf.T
+    else:
+        bf = centered(b, bz)
+    return np.matmul(af, bf)
+
+
 def int_matmul_to_float(
     a: np.ndarray,
     b: np.ndarray,
@@ -78,8 +103,13 @@ def int_matmul_to_float(
     a_zero_point: np.ndarray | None,
     b_zero_point: np.ndarray | None,
     bias: np.ndarray | None,
+    prepared: PackedInt8 | None = None,
 ) -> np.ndarray:
     """float32 ((A - za) @ (B - zb)) * (sa * sb) + bias; sb / zb per column of B allowed."""
+    if fits(a, b, a_zero_point, b_zero_point):
+        mult = _scale(a_scale) * _scale(b_scale)  # float32, formed first as below
+        pw = packed_for(prepared, b, b_zero_point)
+        return int8_matmul(a, pw, a_zero_point, mult, bias)
     if np.asarray(a_zero_point if a_zero_point is not None else 0).size == 1 and b.ndim == 2:
         acc = exact_int_matmul(a, b, a_zero_point, b_zero_point)
     else:
@@ -90,7 +120,7 @@ def int_matmul_to_float(
     return y
 
 
-@op("MatMulIntegerToFloat", since=1, domain=MS_DOMAIN)
+@op("MatMulIntegerToFloat", since=1, domain=MS_DOMAIN, prepare=packer(1, 5))
 def matmul_integer_to_float(
     a: np.ndarray,
     b: np.ndarray,
@@ -99,26 +129,30 @@ def matmul_integer_to_float(
     a_zero_point: np.ndarray | None = None,
     b_zero_point: np.ndarray | None = None,
     bias: np.ndarray | None = None,
+    *,
+    prepared: PackedInt8 | None = None,
 ) -> np.ndarray:
     """u8/i8 A (..., M, K) @ u8/i8 B (..., K, N) -> float32 (..., M, N), dequantized."""
-    return int_matmul_to_float(a, b, a_scale, b_scale, a_zero_point, b_zero_point, bias)
+    return int_matmul_to_float(a, b, a_scale, b_scale, a_zero_point, b_zero_point, bias, prepared)
 
 
-@op("DynamicQuantizeMatMul", since=1, domain=MS_DOMAIN)
+@op("DynamicQuantizeMatMul", since=1, domain=MS_DOMAIN, prepare=packer(1, 3))
 def dynamic_quantize_matmul(
     a: np.ndarray,
     b: np.ndarray,
     b_scale: np.ndarray,
     b_zero_point: np.ndarray | None = None,
     bias: np.ndarray | None = None,
+    *,
+    prepared: PackedInt8 | None = None,
 ) -> np.ndarray:
     """float32 A is quantized to uint8 as DynamicQuantizeLinear does (one scale over all
     of A), then multiplied with the 8-bit B as MatMulIntegerToFloat."""
     qa, sa, za = dynamic_quantize_linear(a.astype(np.float32, copy=False))
-    return int_matmul_to_float(qa, b, sa, b_scale, za, b_zero_point, bias)
+    return int_matmul_to_float(qa, b, sa, b_scale, za, b_zero_point, bias, prepared)
 
 
-@op("QGemm", since=1, domain=MS_DOMAIN)
+@op("QGemm", since=1, domain=MS_DOMAIN, prepare=packer(3, 5, "transB"))
 def qgemm(
     a: np.ndarray,
     a_scale: np.ndarray,
@@ -133,21 +167,16 @@ def qgemm(
     alpha: float = 1.0,
     transA: int = 0,
     transB: int = 0,
+    prepared: PackedInt8 | None = None,
 ) -> np.ndarray:
     """alpha * (A - za)(B - zb) * sa * sb with the int32 C added to the integer product;
     float32 out, or requantized to (y_scale, y_zero_point) when y_scale is given."""
-    af = centered(a, a_zero_point)
-    bz = None if b_zero_point is None else np.asarray(b_zero_point)
-    if transA:
-        af = af.T
-    if transB:
-        bf = b.astype(np.float64)
-        if bz is not None:
-            bf -= bz.reshape(-1, 1) if bz.size > 1 else bz.reshape(-1)[0]
-        bf = bf.T
+    bt = b.T if transB else b  # a view: identity checks use b itself
+    if not transA and fits(a, bt, a_zero_point, b_zero_point):
+        pw = packed_for(prepared, b, b_zero_point, bool(transB))
+        acc = int8_matmul(a, pw, a_zero_point).astype(np.float64)
     else:
-        bf = centered(b, bz)
-    acc = np.matmul(af, bf)
+        acc = _qgemm_float64(a, b, a_zero_point, b_zero_point, transA, transB)
     if c is not None:
         acc = acc + c.astype(np.float64)
     multiplier = np.float32(alpha) * _scale(a_scale) * _scale(b_scale)

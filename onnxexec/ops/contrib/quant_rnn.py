@@ -9,24 +9,81 @@ weight zero point is per tensor (its first element). onnxruntime with more than 
 thread quantizes the hidden state per chunk of batch rows (uni_directional_lstm.cc,
 batch_parallel_), so its results vary with its thread count; this follows its
 single-thread result, the whole batch under one scale.
+
+The node's prepare hook (ops/registry.py) builds, once per session, each direction's
+packed input weight for the integer GEMM (quant_igemm.py) and its centred recurrent
+weight (kernels/linalg/qlstm.py `recurrent_weight`); the two directions' recurrences
+run on two threads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import numpy as np
 
-from onnxexec.kernels.linalg.qlstm import qlstm_recurrence
+from onnxexec.kernels.linalg.qlstm import qlstm_recurrence, recurrent_weight
+from onnxexec.native.parallel import parallel_for
 from onnxexec.ops.contrib import MS_DOMAIN
+from onnxexec.ops.contrib.quant_igemm import PackedInt8, int8_matmul, weight_fits
 from onnxexec.ops.contrib.quant_matmul import exact_int_matmul
 from onnxexec.ops.quant import dynamic_quantize_linear
 from onnxexec.ops.registry import op
 from onnxexec.ops.rnn import _activations, _clipper, _reverse_valid
 
 
-def _qgemm(a: np.ndarray, w: np.ndarray, w_scale: np.ndarray, w_zero: int) -> np.ndarray:
-    """float32 A (M, K) @ 8-bit W (K, N): A quantized to uint8 over all of it."""
+def _zero(z: np.ndarray, n_dirs: int, d: int) -> int:
+    """Direction d's weight zero point (per tensor: its first element)."""
+    return int(np.asarray(z).reshape(n_dirs, -1)[d, 0])
+
+
+class LstmState:
+    """A DynamicQuantizeLSTM node's prepared weights, per direction: W[d] packed for the
+    integer GEMM (None where it does not fit) and R[d] centred (`recurrent_weight`)."""
+
+    __slots__ = ("packed", "r", "recurrent", "rz", "w", "wz")
+
+    def __init__(self, w: np.ndarray, r: np.ndarray, wz: np.ndarray, rz: np.ndarray) -> None:
+        self.w, self.r, self.wz, self.rz = w, r, wz, rz
+        n = w.shape[0]
+        zs = [np.array(_zero(wz, n, d), w.dtype) for d in range(n)]
+        self.packed = [
+            PackedInt8(w[d], zs[d]) if weight_fits(w[d], zs[d]) else None for d in range(n)
+        ]
+        self.recurrent = [recurrent_weight(r[d], _zero(rz, n, d)) for d in range(n)]
+
+    def owns(self, w: np.ndarray, r: np.ndarray, wz: np.ndarray, rz: np.ndarray) -> bool:
+        """Whether this call's weights and zero points are the ones prepared."""
+        return w is self.w and r is self.r and wz is self.wz and rz is self.rz
+
+
+def prepare_lstm(consts: tuple[Any, ...], attrs: dict[str, Any]) -> LstmState | None:
+    """DynamicQuantizeLSTM's prepare hook: the state for constant W, R and zero points."""
+    w, r, wz, rz = (consts[i] if len(consts) > i else None for i in (1, 2, 9, 11))
+    if any(not isinstance(v, np.ndarray) for v in (w, r, wz, rz)) or w.ndim != 3:
+        return None
+    return LstmState(w, r, wz, rz)
+
+
+def _qgemm(
+    a: np.ndarray, w: np.ndarray, w_scale: np.ndarray, w_zero: int, pw: PackedInt8 | None = None
+) -> np.ndarray:
+    """float32 A (M, K) @ 8-bit W (K, N): A quantized to uint8 over all of it; pw: W
+    packed for the integer GEMM."""
+    qa, sa, za = dynamic_quantize_linear(np.ascontiguousarray(a, np.float32))
+    zw = np.array(w_zero, w.dtype)
+    if pw is None and weight_fits(w, zw):
+        pw = PackedInt8(w, zw)
+    if pw is not None:  # float32(exact sum) * (sa * ws) + 0, as the float path below
+        return int8_matmul(qa, pw, za, np.float32(sa) * w_scale)
+    return _qgemm_float(a, w, w_scale, w_zero)
+
+
+def _qgemm_float(a: np.ndarray, w: np.ndarray, w_scale: np.ndarray, w_zero: int) -> np.ndarray:
+    """`_qgemm` through float32 BLAS (exact_int_matmul): the reference's product,
+    independent of the integer GEMM the kernel uses."""
     qa, sa, za = dynamic_quantize_linear(np.ascontiguousarray(a, np.float32))
     acc = exact_int_matmul(qa, w, za, np.array(w_zero, w.dtype))
     return acc * (np.float32(sa) * w_scale)
@@ -56,7 +113,7 @@ def recurrence_reference(
         # rows whose sequence ended feed zeros (onnxruntime reads them from the
         # zero-filled Y), which matters as they share the step's quantization range
         h_in = hprev if t == 0 else np.where((t - 1 < lens)[:, None], hprev, 0)
-        gates = xw[t] + _qgemm(h_in, r, rs, rz)
+        gates = xw[t] + _qgemm_float(h_in, r, rs, rz)
         gi, go, gf, gc = np.split(gates, 4, axis=1)
         i = f(clipf(gi + pi * cprev))
         fg = 1 - i if input_forget else f(clipf(gf + pf * cprev))
@@ -69,7 +126,7 @@ def recurrence_reference(
     return y, hprev, cprev
 
 
-@op("DynamicQuantizeLSTM", since=1, domain=MS_DOMAIN)
+@op("DynamicQuantizeLSTM", since=1, domain=MS_DOMAIN, prepare=prepare_lstm)
 def dynamic_quantize_lstm(
     x: np.ndarray,
     w: np.ndarray,
@@ -91,6 +148,7 @@ def dynamic_quantize_lstm(
     direction: str = "forward",
     hidden_size: int | None = None,
     input_forget: int = 0,
+    prepared: LstmState | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """X (T, B, I) f32 -> Y (T, D, B, H), Y_h (D, B, H), Y_c (D, B, H)."""
     if direction not in ("forward", "reverse", "bidirectional"):
@@ -111,27 +169,47 @@ def dynamic_quantize_lstm(
     lens = (
         np.full(batch, t_len, np.int64) if sequence_lens is None else sequence_lens.astype(np.int64)
     )
-    ys, hs, cs = [], [], []
+    st = (
+        prepared
+        if prepared is not None and prepared.owns(w, r, w_zero_point, r_zero_point)
+        else None
+    )
+    outs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    jobs: list[Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]]] = []
     for d in range(n_dirs):
         ws = np.asarray(w_scale, np.float32).reshape(n_dirs, -1)[d]
         rs = np.asarray(r_scale, np.float32).reshape(n_dirs, -1)[d]
-        wz = int(np.asarray(w_zero_point).reshape(n_dirs, -1)[d, 0])
-        rz = int(np.asarray(r_zero_point).reshape(n_dirs, -1)[d, 0])
+        wz = _zero(w_zero_point, n_dirs, d)
+        rz = _zero(r_zero_point, n_dirs, d)
         wb, rb = (np.zeros(4 * hid, np.float32),) * 2 if b is None else np.split(b[d], 2)
         reverse = direction == "reverse" or d == 1
         xs = _reverse_valid(x, lens) if reverse else x
-        xw = _qgemm(xs.reshape(t_len * batch, -1), w[d], ws, wz).reshape(t_len, batch, -1)
+        pw = st.packed[d] if st is not None else None
+        xw = _qgemm(xs.reshape(t_len * batch, -1), w[d], ws, wz, pw).reshape(t_len, batch, -1)
         xw += wb + rb
         h0 = np.zeros((batch, hid), np.float32) if initial_h is None else initial_h[d]
         c0 = np.zeros((batch, hid), np.float32) if initial_c is None else initial_c[d]
         pd = np.zeros(3 * hid, np.float32) if p is None else p[d].astype(np.float32)
         if default_acts:
-            r_c = r[d].astype(np.int32) - np.int32(rz)
+            r_c = st.recurrent[d] if st is not None else recurrent_weight(r[d], rz)
             rs_c = np.broadcast_to(rs, (4 * hid,))
-            y, hprev, cprev = qlstm_recurrence(xw, lens, r_c, rs_c, h0, c0, pd, clip, input_forget)
+            args = (xw, lens, r_c, rs_c, h0, c0, pd, clip, input_forget)
+            jobs.append(partial(qlstm_recurrence, *args))
         else:
             cell = (acts[d], clipf, input_forget)
-            y, hprev, cprev = recurrence_reference(xw, lens, r[d], rs, rz, h0, c0, pd, cell)
+            outs.append(recurrence_reference(xw, lens, r[d], rs, rz, h0, c0, pd, cell))
+    if jobs:  # the directions are independent: one thread each (the kernel drops the GIL)
+        done: list[Any] = [None] * len(jobs)
+
+        def run(i0: int, i1: int) -> None:
+            for i in range(i0, i1):
+                done[i] = jobs[i]()
+
+        parallel_for(run, len(jobs), spans=len(jobs))
+        outs = done
+    ys, hs, cs = [], [], []
+    for d, (y, hprev, cprev) in enumerate(outs):
+        reverse = direction == "reverse" or d == 1
         ys.append(_reverse_valid(y, lens) if reverse else y)
         hs.append(hprev)
         cs.append(cprev)
