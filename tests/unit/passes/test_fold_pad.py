@@ -164,3 +164,32 @@ def test_zero_pad_is_removed() -> None:
         {"pads": np.zeros(8, np.int64)},
     )
     assert ops(_check(m, 1, rand(1, 2, 5, 5))) == ["Relu"]
+
+
+def test_conv_after_an_op_without_shape_rule_gets_an_ohwi_weight_at_run_time() -> None:
+    """Einsum has no shape rule: conv_layout cannot choose the conv's path at planning,
+    so the FusedConv's prepared state keeps an OHWI copy for the tap / row kernels."""
+    from onnxexec.ops.fused_linear import ConvState
+    from onnxexec.runtime.executor import execute
+    from onnxexec.runtime.plan import plan_graph
+
+    m = _model(
+        [
+            node("Einsum", ["x"], ["e"], equation="nchw->nchw"),
+            node("Conv", ["e", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+            node("Relu", ["c"], ["y"]),
+        ],
+        (1, 32, 12, 20),
+        {"w": rand(24, 32, 3, 3), "b": rand(24, seed=1)},
+    )
+    g = _check(m, 99, rand(1, 32, 12, 20, seed=7))
+    plan = plan_graph(g)
+    x = rand(1, 32, 12, 20, seed=8)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for _ in range(2):  # the second run reuses the copy (and the recorded job)
+        np.testing.assert_allclose(
+            execute(plan, {"x": x})[0], want.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4
+        )
+    states = [s.kwargs.get("prepared") for s in plan.steps]
+    conv = next(s for s in states if isinstance(s, ConvState))
+    assert conv.w_ohwi is not None
