@@ -49,10 +49,10 @@ def _pads_and_value(ed: GraphEditor, pad: Node, rank: int) -> tuple[list[int], f
             value = float(v.reshape(-1)[0]) if v.size else 0.0
         axes = list(range(rank))
         if len(pad.inputs) > 3 and pad.inputs[3]:
-            ax = ed.const(pad.inputs[3])
-            if ax is None:
+            given = ed.const(pad.inputs[3])
+            if given is None:
                 return None
-            axes = [int(i) + rank if int(i) < 0 else int(i) for i in ax.reshape(-1)]
+            axes = [int(i) + rank if int(i) < 0 else int(i) for i in given.reshape(-1)]
     if len(pads) != 2 * len(axes) or len(set(axes)) != len(axes):
         return None
     full = [0] * (2 * rank)
@@ -119,7 +119,9 @@ def fold_pad(g: Graph) -> Graph:
             continue
         ranks = {_rank(ed, u) for u in users}
         rank = ranks.pop() if len(ranks) == 1 else None
-        spec = _pads_and_value(ed, pad, rank) if rank is not None and rank >= 3 else None
+        if rank is None or rank < 3:
+            continue
+        spec = _pads_and_value(ed, pad, rank)
         if spec is None:
             continue
         pads, value = spec
