@@ -1,7 +1,7 @@
 """The CNN exports of issue 26 against onnxruntime, at onnxexec's default level (99)
 and at level 0: transformers' MobileNetV2 (explicit Pad + Clip nodes), a head whose
 convs read Resize outputs, and tf2onnx-style NHWC rewrites (Transposes around every
-Conv) of three CNNs; each from TorchScript, dynamo and (where made) the nhwc rewrite.
+Conv) of four CNNs; each from TorchScript, dynamo and (where made) the nhwc rewrite.
 Also that the fusions fired: no Pad, Clip or Transpose between convs is left.
 
 Models are built by models/build_models.py once per session (tests/parity/conftest.py).
@@ -23,7 +23,7 @@ CASES = [
     (name, exporter)
     for name in ("mobilenetv2_hf", "upsample_head")
     for exporter in ("torchscript", "dynamo", "nhwc")
-] + [("mobilenetv2", "nhwc")]
+] + [("mobilenetv2", "nhwc"), ("resnet", "nhwc")]
 
 
 def _session(path, level: int):
