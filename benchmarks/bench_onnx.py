@@ -1,7 +1,8 @@
 """onnxexec vs onnxruntime on the benchmark model set (issue #5).
 
-    python benchmarks/bench_onnx.py [--models bert gpt2 llama vit resnet mobilenetv2 sklearn]
-        [--exporters torchscript dynamo] [--model-dir DIR] [--quick] [--runs N]
+    python benchmarks/bench_onnx.py [--models bert gpt2 llama vit resnet mobilenetv2
+        mobilenetv2_hf upsample_head sklearn] [--exporters torchscript dynamo nhwc]
+        [--sklearn-batch 1 1000] [--model-dir DIR] [--quick] [--runs N]
         [--threads 2] [--level 99] [--no-memory] [--json FILE]
 
 Builds missing models with models/build_models.py (random weights; --quick: the tiny
@@ -27,8 +28,13 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-NETS = ("bert", "gpt2", "llama", "vit", "resnet", "mobilenetv2")
-EXPORTERS = ("torchscript", "dynamo")
+NETS = (
+    "bert", "gpt2", "llama", "vit", "resnet", "mobilenetv2", "mobilenetv2_hf", "upsample_head"
+)  # fmt: skip
+EXPORTERS = ("torchscript", "dynamo", "nhwc")
+# nhwc: the TorchScript export rewritten tf2onnx-style (models/_onnx_export.py to_nhwc),
+# made for the CNNs only
+NHWC_NETS = ("resnet", "mobilenetv2", "mobilenetv2_hf", "upsample_head")
 
 
 @dataclass
@@ -47,7 +53,12 @@ class Row:
 
 
 def _build_nets(out: Path, names: list[str], exporters: list[str], quick: bool) -> None:
-    missing = [f"{n}:{e}" for n in names for e in exporters if not (out / f"{n}_{e}.onnx").exists()]
+    missing = [
+        f"{n}:{e}"
+        for n in names
+        for e in exporters
+        if not (out / f"{n}_{e}.onnx").exists() and (e != "nhwc" or n in NHWC_NETS)
+    ]
     if not missing:
         return
     cmd = [
@@ -114,10 +125,23 @@ def cpu_ratio(model: Path, feed: dict, runs: int, level: int) -> float:
     return spent[0] / spent[1]
 
 
-def bench_one(model: Path, name: str, exporter: str, args: argparse.Namespace) -> Row:
+def batched(feed_path: Path, batch: int) -> Path:
+    """The sidecar rows repeated / cut to `batch` rows (written beside it, once)."""
+    out = feed_path.with_name(feed_path.name.replace(".inputs.npz", f".b{batch}.inputs.npz"))
+    if not out.exists():
+        with np.load(feed_path, allow_pickle=False) as z:
+            np.savez(out, **{k: np.resize(z[k], (batch, *z[k].shape[1:])) for k in z.files})
+    return out
+
+
+def bench_one(
+    model: Path, name: str, exporter: str, args: argparse.Namespace, batch: int | None = None
+) -> Row:
     from onnxexec.benchmark.onnx_bench import bench_onnx
 
     feed_path = model.with_name(model.stem + ".inputs.npz")
+    if batch is not None:
+        feed_path = batched(feed_path, batch)
     with np.load(feed_path, allow_pickle=False) as z:
         feed = {k: z[k] for k in z.files}
     try:
@@ -207,6 +231,13 @@ def main(argv: list[str] | None = None) -> int:
         help="networks and/or 'sklearn' (default: all)",
     )
     p.add_argument("--exporters", nargs="+", default=list(EXPORTERS), choices=EXPORTERS)
+    p.add_argument(
+        "--sklearn-batch",
+        nargs="+",
+        type=int,
+        default=[],
+        help="rows per scikit-learn call (default: the 25 sidecar rows); e.g. 1 1000",
+    )
     p.add_argument("--model-dir", type=Path, default=ROOT / "benchmarks" / ".models")
     p.add_argument("--quick", action="store_true", help="tiny models, few runs")
     p.add_argument("--runs", type=int, default=None)
@@ -234,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         _build_nets(size_dir, nets, args.exporters, args.quick)
         for name in nets:
             for exp in args.exporters:
+                if exp == "nhwc" and name not in NHWC_NETS:
+                    continue
                 path = size_dir / f"{name}_{exp}.onnx"
                 if not path.exists():
                     rows.append(Row(name, exp, *(float("nan"),) * 7, error="not built"))
@@ -242,8 +275,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(format_row(rows[-1]), flush=True)
     if "sklearn" in args.models:
         for path in _build_sklearn(args.model_dir / "sklearn"):
-            rows.append(bench_one(path, path.stem, "skl2onnx", args))
-            print(format_row(rows[-1]), flush=True)
+            for b in args.sklearn_batch or [None]:
+                label = path.stem if b is None else f"{path.stem}@{b}"
+                rows.append(bench_one(path, label, "skl2onnx", args, b))
+                print(format_row(rows[-1]), flush=True)
     print()
     print_table(rows)
     if args.json:

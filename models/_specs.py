@@ -68,12 +68,14 @@ def text_inputs(names: tuple[str, ...], vocab: int) -> InputMaker:
     return make
 
 
-def image_inputs(size: int) -> InputMaker:
-    """pixel_values (B, 3, size, size) float32, standard normal (already 'normalized')."""
+def image_inputs(size: int | tuple[int, int]) -> InputMaker:
+    """pixel_values (B, 3, H, W) float32, standard normal (already 'normalized');
+    `size` is H = W or (H, W)."""
+    hw = (size, size) if isinstance(size, int) else size
 
     def make(batch: int, seq: int, seed: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(seed)
-        x = rng.standard_normal((batch, 3, size, size), dtype=np.float32)
+        x = rng.standard_normal((batch, 3, *hw), dtype=np.float32)
         return {"pixel_values": x}
 
     return make
@@ -330,6 +332,36 @@ def mobilenetv2(size: str) -> ModelSpec:
     return _cnn("mobilenetv2", tm.mobilenetv2(size), size)
 
 
+def mobilenetv2_hf(size: str) -> ModelSpec:
+    """transformers' MobileNetV2 (random weights): TensorFlow 'SAME' padding as explicit
+    Pad nodes before the strided convs and ReLU6 as separate Clip nodes, unlike the
+    torchvision-style model above. tiny: depth multiplier 0.35 at 32x32."""
+    import transformers
+
+    if size == "tiny":
+        cfg = transformers.MobileNetV2Config(
+            depth_multiplier=0.35, image_size=TINY_IMAGE, num_labels=10
+        )
+    else:
+        cfg = transformers.MobileNetV2Config(image_size=FULL_IMAGE, num_labels=1000)
+    model = transformers.MobileNetV2ForImageClassification(cfg)
+    for m in model.modules():  # transformers' init (std 0.02) shrinks the logits to ~1e-27
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+    spec = _cnn("mobilenetv2_hf", ImageClassifierWrapper(model), size)
+    return spec
+
+
+def upsample_head(size: str) -> ModelSpec:
+    """A conv fed by a Resize (tm.UpsampleHead); full: 368x544 input."""
+    spec = _cnn("upsample_head", tm.upsample_head(size), size)
+    spec.output_names = ("prob",)
+    spec.dynamic = {"pixel_values": _B, "prob": _B}
+    if size != "tiny":
+        spec.make_inputs = image_inputs((368, 544))
+    return spec
+
+
 FACTORIES: dict[str, Callable[[str], ModelSpec]] = {
     "bert": bert,
     "gpt2": gpt2,
@@ -337,6 +369,8 @@ FACTORIES: dict[str, Callable[[str], ModelSpec]] = {
     "vit": vit,
     "resnet": resnet,
     "mobilenetv2": mobilenetv2,
+    "mobilenetv2_hf": mobilenetv2_hf,
+    "upsample_head": upsample_head,
 }
 
 

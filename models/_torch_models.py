@@ -1,4 +1,5 @@
-"""ResNet and MobileNetV2 written out in torch (torchvision is not a dependency).
+"""ResNet, MobileNetV2 and an FPN-style text-detector head written out in torch
+(torchvision is not a dependency).
 
 Layouts follow torchvision's resnet.py / mobilenetv2.py so the exported graphs look
 like the ones people get from `torchvision.models.resnet50()`: Conv + BatchNorm + ReLU
@@ -173,3 +174,31 @@ def mobilenetv2(size: str) -> MobileNetV2:
         tiny = ((1, 8, 1, 1), (6, 8, 2, 2), (6, 16, 2, 2), (6, 16, 1, 1))
         return MobileNetV2(tiny, stem=8, last=32, num_classes=10)
     return MobileNetV2()
+
+
+class UpsampleHead(nn.Module):
+    """A segmentation / text-detector head (DBNet-like): a stride-4 stem, then nearest
+    x2 upsampling feeding 3x3 convs, a sigmoid probability map (B, 1, H, W).
+
+    At "full" (368x544 input) the first conv after the upsampling is the 96 -> 24
+    3x3 conv at 184x272 of issue 26 (a Conv whose producer is a Resize)."""
+
+    def __init__(self, width: int, mid: int) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, width // 2, 3, 2, 1), nn.ReLU(), nn.Conv2d(width // 2, width, 3, 2, 1)
+        )
+        self.up1 = nn.Upsample(scale_factor=2.0, mode="nearest")
+        self.conv1 = nn.Conv2d(width, mid, 3, 1, 1)
+        self.up2 = nn.Upsample(scale_factor=2.0, mode="nearest")
+        self.conv2 = nn.Conv2d(mid, 1, 3, 1, 1)
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        x = self.stem(pixel_values)  # (B, width, H/4, W/4)
+        x = torch.relu(self.conv1(self.up1(x)))  # (B, mid, H/2, W/2)
+        return torch.sigmoid(self.conv2(self.up2(x)))  # (B, 1, H, W)
+
+
+def upsample_head(size: str) -> UpsampleHead:
+    """tiny: 16 -> 8 channels; full: 96 -> 24 (the issue's conv)."""
+    return UpsampleHead(16, 8) if size == "tiny" else UpsampleHead(96, 24)

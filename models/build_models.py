@@ -15,7 +15,10 @@ error, and with --verify the max abs difference between onnxruntime and torch.
 
 Needs torch, transformers and (for dynamo) onnxscript; nothing is downloaded: models
 are built from config objects. Models: bert, gpt2, llama (grouped-query attention),
-vit, resnet (keeps BatchNormalization nodes in its TorchScript export), mobilenetv2.
+vit, resnet (keeps BatchNormalization nodes in its TorchScript export), mobilenetv2,
+mobilenetv2_hf (transformers' MobileNetV2: explicit Pad + Clip nodes), upsample_head
+(convs fed by Resize). Exporter nhwc (only with --only, e.g. mobilenetv2:nhwc): the
+TorchScript export rewritten tf2onnx-style, NHWC input and Transposes around each Conv.
 Opset 23+ dynamo exports use the fused Attention / RotaryEmbedding / RMSNormalization
 ops, e.g. `--only llama:dynamo@23`. Existing files are reused unless --force.
 """
@@ -33,7 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import onnx
-from _onnx_export import EXPORTERS, export, max_abs_diff_onnxruntime, torch_outputs
+from _onnx_export import (
+    EXPORTERS,
+    EXTRA_EXPORTERS,
+    export,
+    max_abs_diff_onnxruntime,
+    nhwc_feeds,
+    torch_outputs,
+)
 from _specs import EXTRA_FACTORIES, FACTORIES, ModelSpec, make_spec
 
 MANIFEST = "manifest.json"
@@ -66,8 +76,9 @@ def parse_only(items: list[str], exporters: tuple[str, ...], opset: int | None) 
         if name not in FACTORIES and name not in EXTRA_FACTORIES:
             known = sorted(FACTORIES | EXTRA_FACTORIES)
             raise SystemExit(f"unknown model {name!r}; choose from {known}")
-        if exp and exp not in EXPORTERS:
-            raise SystemExit(f"unknown exporter {exp!r} in {item!r}; choose from {EXPORTERS}")
+        if exp and exp not in EXPORTERS + EXTRA_EXPORTERS:
+            known = EXPORTERS + EXTRA_EXPORTERS
+            raise SystemExit(f"unknown exporter {exp!r} in {item!r}; choose from {known}")
         if op and not op.isdigit():
             raise SystemExit(f"bad opset {op!r} in {item!r}")
         for e in (exp,) if exp else exporters:
@@ -112,7 +123,7 @@ def build_one(
     main_feeds, alt_feeds = sidecar_feeds(spec, args.size)
     refs = []
     for kind, feeds in (("inputs", main_feeds), ("alt_inputs", alt_feeds)):
-        _save(out, entry[kind], feeds)
+        _save(out, entry[kind], nhwc_feeds(feeds) if exporter == "nhwc" else feeds)
         refs.append(dict(zip(spec.output_names, torch_outputs(spec, feeds), strict=True)))
         _save(out, entry[kind.replace("inputs", "outputs")], refs[-1])
     t0 = time.perf_counter()
@@ -130,6 +141,8 @@ def build_one(
     if args.verify:
         try:
             pairs = [(main_feeds, refs[0]), (alt_feeds, refs[1])]
+            if exporter == "nhwc":
+                pairs = [(nhwc_feeds(f), r) for f, r in pairs]
             entry["ort_vs_torch_max_abs"] = max_abs_diff_onnxruntime(path, pairs)
         except Exception as e:  # a model onnxruntime cannot run is still worth keeping
             entry["verify_error"] = f"{type(e).__name__}: {e}"[:4000]

@@ -14,6 +14,9 @@ import numpy as np
 
 from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv.conv2d import conv2d
+from onnxexec.kernels.conv.conv_direct import use_direct
+from onnxexec.kernels.conv.conv_rows import use_rows
+from onnxexec.kernels.conv.conv_taps import ohwi, to_ohwi, use_taps
 from onnxexec.kernels.conv.pointwise_small import Panels
 from onnxexec.kernels.linalg.gemm import batched, linear, linear_packed
 from onnxexec.kernels.linalg.sgemm_packed import unpack
@@ -142,14 +145,39 @@ class ConvState:
     which skip the geometry, path rules and job set-up that cost a small conv more
     than its kernel."""
 
-    __slots__ = ("__weakref__", "b", "geometry", "panels", "replays", "w")
+    __slots__ = ("__weakref__", "b", "geometry", "panels", "replays", "w", "w_ohwi")
 
     def __init__(self, w: np.ndarray | None, b: np.ndarray | None) -> None:
         self.w, self.b = w, b
+        self.w_ohwi: np.ndarray | None = None
         one = w is not None and w.ndim == 4 and w.shape[2:] == (1, 1) and w.dtype == F32
         self.panels = Panels(w) if one and w is not None else None
         self.geometry: dict[tuple[tuple[int, ...], tuple[int, ...]], win.Geometry] = {}
         self.replays: dict[tuple[int, ...], Replay | None] = {}
+
+    def weight_for(self, x: np.ndarray, g: win.Geometry, group: int) -> np.ndarray:
+        """The weight to hand conv2d for input x: an OHWI copy, made once, when conv2d
+        would take a path that reads OHWI weights (conv_direct, conv_rows, conv_taps)
+        and the plan's weight is still OIHW. passes/conv_layout re-stores such weights
+        in place when their shapes are known at planning; this covers the rest (a
+        conv after an op whose output shape is known only at run time)."""
+        w = self.w
+        assert w is not None
+        if self.w_ohwi is not None:
+            return self.w_ohwi
+        m, cg, kh, kw = w.shape
+        if kh * kw == 1 or cg == 1 or ohwi(w) or len(g.out) != 2:
+            return w
+        oh, ow = g.out
+        h, wd = x.shape[2], x.shape[3]
+        if (
+            use_rows(cg, m // group, oh * ow, kh, kw)
+            or use_taps(cg, ow, kh, kw)
+            or use_direct(cg, kh, kw, g.strides[0], g.strides[1], h, wd)
+        ):
+            self.w_ohwi = to_ohwi(w)
+            return self.w_ohwi
+        return w
 
     def owns(self, w: np.ndarray, b: np.ndarray | None) -> bool:
         """Whether this call's weight and bias are the plan's constants (replays and
@@ -220,9 +248,10 @@ def fused_conv(
         and (z is None or (z.dtype == F32 and z.shape == (x.shape[0], w.shape[0], *g.out)))
     ):
         panels = None if st is None else st.panels
+        wk = w if st is None or w.ndim != 4 or w.dtype != F32 else st.weight_for(x, g, group)
         with recording() as jobs:
             y = conv2d(
-                x, w, b, g.strides, g.pads_begin, g.dilations, group, g.out,
+                x, wk, b, g.strides, g.pads_begin, g.dilations, group, g.out,
                 _code(activation), alpha, beta, z, panels,
             )  # fmt: skip
         if jobs and st is not None:

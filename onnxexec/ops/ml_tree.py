@@ -22,7 +22,15 @@ from onnxexec.ops.ml_common import (
     transform_scores,
 )
 from onnxexec.ops.ml_tree_build import cached_forest, forest_from_ids, forest_from_indices
-from onnxexec.ops.ml_tree_scores import classification_scores, regression_scores
+from onnxexec.ops.ml_tree_scores import (
+    TreeState,
+    class_labels_of,
+    classification_runner,
+    classification_scores,
+    prepare_tree,
+    regression_runner,
+    regression_scores,
+)
 from onnxexec.ops.registry import op
 
 ML: Final = "ai.onnx.ml"
@@ -49,8 +57,11 @@ def _regress(
     base_values: Sequence[float] | None,
     base_values_as_tensor: np.ndarray | None,
     *nodes_and_targets: Any,
+    state: TreeState | None = None,
 ) -> np.ndarray:
     """TreeEnsembleRegressor of any opset (positional: handlers call it per run)."""
+    if state is not None and state.runner is not None:
+        return state.runner(as_rows(x, "TreeEnsembleRegressor"))
     check_post_transform(post_transform, "TreeEnsembleRegressor")
     aggregate = _AGGREGATES.get(aggregate_function)
     if aggregate is None:
@@ -62,12 +73,14 @@ def _regress(
     forest, base = cached_forest(
         _regressor_model, base_values, base_values_as_tensor, n_targets, *nodes_and_targets
     )
+    if state is not None:
+        state.runner = regression_runner(forest, aggregate, base, post_transform)
     return regression_scores(
         as_rows(x, "TreeEnsembleRegressor"), forest, aggregate, base, post_transform
     )
 
 
-@op("TreeEnsembleRegressor", since=3, domain=ML)
+@op("TreeEnsembleRegressor", since=3, domain=ML, prepare=prepare_tree)
 def tree_ensemble_regressor(
     x: np.ndarray,
     *,
@@ -92,6 +105,7 @@ def tree_ensemble_regressor(
     target_treeids: Sequence[int] = (),
     target_weights: Sequence[float] | None = None,
     target_weights_as_tensor: np.ndarray | None = None,
+    prepared: TreeState | None = None,
 ) -> np.ndarray:
     """(N, F) -> (N, n_targets) float32; *_as_tensor attributes take precedence."""
     return _regress(
@@ -113,10 +127,11 @@ def tree_ensemble_regressor(
         target_nodeids,
         target_ids,
         target_weights_as_tensor if target_weights_as_tensor is not None else target_weights,
+        state=prepared,
     )
 
 
-@op("TreeEnsembleRegressor", since=1, domain=ML)
+@op("TreeEnsembleRegressor", since=1, domain=ML, prepare=prepare_tree)
 def tree_ensemble_regressor_v1(
     x: np.ndarray,
     *,
@@ -137,6 +152,7 @@ def tree_ensemble_regressor_v1(
     target_nodeids: Sequence[int] = (),
     target_treeids: Sequence[int] = (),
     target_weights: Sequence[float] | None = None,
+    prepared: TreeState | None = None,
 ) -> np.ndarray:
     """Opsets 1-2: v3 without the *_as_tensor attributes."""
     return _regress(
@@ -158,6 +174,7 @@ def tree_ensemble_regressor_v1(
         target_nodeids,
         target_ids,
         target_weights,
+        state=prepared,
     )
 
 
@@ -190,11 +207,19 @@ def _classifier_model(
 
 
 def _classify(
-    x: np.ndarray, post_transform: str, *model_attrs: Any
+    x: np.ndarray, post_transform: str, *model_attrs: Any, state: TreeState | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """TreeEnsembleClassifier of any opset (positional: handlers call it per run)."""
+    if state is not None and state.runner is not None:
+        pick, z = state.runner(as_rows(x, "TreeEnsembleClassifier"))
+        return class_labels_of(pick, state.runner.forest, *state.labels), z
     check_post_transform(post_transform, "TreeEnsembleClassifier")
     m = cached_forest(_classifier_model, *model_attrs)
+    if state is not None:
+        state.runner = classification_runner(
+            m.forest, m.base, m.binary_case, m.all_positive, post_transform
+        )
+        state.labels = (m.labels, m.binary_case)
     return classification_scores(
         m.forest,
         as_rows(x, "TreeEnsembleClassifier"),
@@ -206,7 +231,7 @@ def _classify(
     )
 
 
-@op("TreeEnsembleClassifier", since=3, domain=ML)
+@op("TreeEnsembleClassifier", since=3, domain=ML, prepare=prepare_tree)
 def tree_ensemble_classifier(
     x: np.ndarray,
     *,
@@ -231,6 +256,7 @@ def tree_ensemble_classifier(
     nodes_values: Sequence[float] | None = None,
     nodes_values_as_tensor: np.ndarray | None = None,
     post_transform: str = "NONE",
+    prepared: TreeState | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(N, F) -> labels (N,) int64|string, scores (N, n_classes) float32."""
     return _classify(
@@ -252,10 +278,11 @@ def tree_ensemble_classifier(
         class_nodeids,
         class_ids,
         class_weights_as_tensor if class_weights_as_tensor is not None else class_weights,
+        state=prepared,
     )
 
 
-@op("TreeEnsembleClassifier", since=1, domain=ML)
+@op("TreeEnsembleClassifier", since=1, domain=ML, prepare=prepare_tree)
 def tree_ensemble_classifier_v1(
     x: np.ndarray,
     *,
@@ -276,6 +303,7 @@ def tree_ensemble_classifier_v1(
     nodes_truenodeids: Sequence[int] = (),
     nodes_values: Sequence[float] | None = None,
     post_transform: str = "NONE",
+    prepared: TreeState | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Opsets 1-2: v3 without the *_as_tensor attributes."""
     return _classify(
@@ -297,6 +325,7 @@ def tree_ensemble_classifier_v1(
         class_nodeids,
         class_ids,
         class_weights,
+        state=prepared,
     )
 
 

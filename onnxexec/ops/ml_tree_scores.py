@@ -9,10 +9,17 @@ compiled call (kernels/ml/tree_scores.py: predict_targets, predict_classes).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from onnxexec.kernels.ml.tree_scores import predict_classes, predict_targets
-from onnxexec.kernels.ml.trees import Forest
+from onnxexec.kernels.ml.tree_scores import (
+    _predict_classes,
+    _predict_targets,
+    predict_classes,
+    predict_targets,
+)
+from onnxexec.kernels.ml.trees import AVERAGE, SUM, Forest, checked_rows, wants_parallel
 from onnxexec.ops.ml_common import POST_TRANSFORMS
 
 _NO_BASE = np.zeros(0, np.float32)
@@ -55,8 +62,97 @@ def classification_scores(
     pick, z = predict_classes(
         forest, x, _base32(base), binary_case, all_positive, POST_TRANSFORMS.index(post_transform)
     )
+    return class_labels_of(pick, forest, labels, binary_case), z
+
+
+def class_labels_of(
+    pick: np.ndarray, forest: Forest, labels: np.ndarray, binary_case: bool
+) -> np.ndarray:
+    """The labels of classification_scores' picked class indexes (see there)."""
     if forest.n_targets > 2 or binary_case:
-        return labels[pick], z
+        return labels[pick]
     if labels.dtype == object:
-        return labels[np.minimum(pick, labels.shape[0] - 1)], z
-    return pick, z
+        return labels[np.minimum(pick, labels.shape[0] - 1)]
+    return pick
+
+
+class TreeRunner:
+    """predict_classes / predict_targets bound to one forest and its scoring options,
+    for a node's prepared state (ops/ml_tree.py): the forest's arrays are bound once
+    and the compiled overload for the rows' layout is looked up once (objload's
+    `linked`), not per call. At a few rows that per-call work (the argument key of 18
+    arguments, the wrappers) cost more than walking the trees. Same kernels, so the
+    same bits; rows that want threads take the general path."""
+
+    __slots__ = ("args", "classes", "fn", "fn_key", "forest", "options")
+
+    def __init__(
+        self, forest: Forest, classes: bool, options: tuple[Any, ...], aggregate: int = SUM
+    ) -> None:
+        f = forest
+        self.forest, self.classes, self.options = forest, classes, options
+        arrays = (f.roots, f.uniform_mode, f.branch_feature, f.threshold, f.true_child,
+                  f.false_child, f.missing_true, f.packed, f.members, f.weight_target,
+                  f.weight_value)  # fmt: skip
+        if classes:  # options: base, binary_case, all_positive, kind
+            self.args = (*arrays, *options)
+        else:  # options: base, kind
+            divisor = float(f.n_trees if aggregate == AVERAGE else 1)
+            self.args = (*arrays, aggregate, divisor, *options)
+        self.fn: Any = None
+        self.fn_key: Any = None
+
+    def __call__(self, x: np.ndarray) -> Any:
+        f = self.forest
+        if wants_parallel(f, x.shape[0]):
+            if self.classes:
+                return predict_classes(f, x, *self.options)
+            return predict_targets(f, x, self.args[11], *self.options)
+        x = checked_rows(f, x)
+        n = x.shape[0]
+        if self.classes:
+            out: Any = (np.empty(n, np.int64), np.empty((n, f.n_targets), np.float32))
+            kernel = _predict_classes
+        else:
+            out = (np.empty((n, f.n_targets), np.float32),)
+            kernel = _predict_targets
+        args = (x, *self.args, *out)
+        key = (x.dtype, x.flags.num)
+        if key != self.fn_key:
+            self.fn = getattr(kernel, "linked", lambda a: None)(args) or kernel
+            self.fn_key = key
+        self.fn(*args)
+        return out if self.classes else out[0]
+
+
+def regression_runner(
+    forest: Forest, aggregate: int, base: np.ndarray | None, post_transform: str
+) -> TreeRunner:
+    """regression_scores bound to one node (kernels/ml/tree_scores.py TreeRunner)."""
+    options = (_base32(base), POST_TRANSFORMS.index(post_transform))
+    return TreeRunner(forest, False, options, aggregate)
+
+
+def classification_runner(
+    forest: Forest, base: np.ndarray | None, binary_case: bool, all_positive: bool, post: str
+) -> TreeRunner:
+    """classification_scores' (pick, scores) bound to one node (TreeRunner)."""
+    options = (_base32(base), binary_case, all_positive, POST_TRANSFORMS.index(post))
+    return TreeRunner(forest, True, options)
+
+
+class TreeState:
+    """A tree-ensemble node's prepared state (ops/registry.py `prepare`): its forest
+    bound to the scoring kernel (TreeRunner), made on the first run from the node's
+    attributes and reused by every later run: a run of a few rows then skips the
+    attribute memo, the checks and the kernel's argument key."""
+
+    __slots__ = ("__weakref__", "labels", "runner")
+
+    def __init__(self) -> None:
+        self.runner: Any = None
+        self.labels: Any = None  # (labels, binary_case) of a classifier
+
+
+def prepare_tree(consts: tuple[Any, ...], attrs: dict) -> TreeState:
+    return TreeState()

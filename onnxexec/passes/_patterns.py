@@ -36,6 +36,20 @@ def is_float32(facts: dict[str, Facts], name: str) -> bool:
     return f is not None and f.elem == FLOAT
 
 
+def float32_operands(ed: GraphEditor, facts: dict[str, Facts], *names: str) -> bool:
+    """Whether the inputs `names` of one op, which the spec types alike (Conv's X and W,
+    MatMul's A and B: one type T), are float32: known so for any of them, from shape
+    inference or as a constant. A constant weight answers even when the activation's
+    producer has no shape rule (issue 26: a Conv after a Pad or a Resize)."""
+    for name in names:
+        if is_float32(facts, name):
+            return True
+        c = ed.const(name) if name else None
+        if c is not None and c.dtype == np.float32:
+            return True
+    return False
+
+
 def const_operand(ed: GraphEditor, n: Node) -> tuple[str, np.ndarray, int] | None:
     """For a binary node with exactly one constant input: (other input, constant, its index)."""
     if len(n.inputs) != 2 or not all(n.inputs):

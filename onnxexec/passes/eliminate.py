@@ -1,6 +1,7 @@
 """Remove nodes that compute nothing: Identity, inference-mode Dropout, Cast /
 CastLike to the type the input already has, Transpose by the identity permutation,
-single-input Concat / Sum / Max / Min / Mean; then dead nodes and unused initializers.
+single-input Concat / Sum / Max / Min / Mean, Pad by constant zero pads; then dead
+nodes and unused initializers.
 
 Removing `y = Op(x)` points every reader of y at x. When y is a graph output (whose
 name must survive) the producer of x is renamed to y instead, if x has no other
@@ -15,7 +16,7 @@ from onnxexec.passes._patterns import facts_of
 from onnxexec.passes.shape_inference import Facts
 
 _PASS_THROUGH = frozenset({"Identity", "Concat", "Sum", "Max", "Min", "Mean"})
-_CANDIDATES = _PASS_THROUGH | {"Dropout", "Cast", "CastLike", "Transpose"}
+_CANDIDATES = _PASS_THROUGH | {"Dropout", "Cast", "CastLike", "Transpose", "Pad"}
 
 
 def _is_noop(n: Node, ed: GraphEditor, facts: dict[str, Facts]) -> bool:
@@ -46,6 +47,12 @@ def _is_noop(n: Node, ed: GraphEditor, facts: dict[str, Facts]) -> bool:
     if t == "Transpose":
         perm = n.attrs.get("perm")
         return perm is not None and tuple(perm) == tuple(range(len(perm)))
+    if t == "Pad":  # exporters pad 1x1 convs by zero too (transformers' MobileNetV2)
+        pads = n.attrs.get("pads", n.attrs.get("paddings"))
+        if pads is None and len(n.inputs) > 1:
+            c = ed.const(n.inputs[1])
+            pads = None if c is None else c.reshape(-1).tolist()
+        return pads is not None and not any(pads)
     return False
 
 

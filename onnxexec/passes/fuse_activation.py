@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from onnxexec.ir.graph import Graph, Node
 from onnxexec.passes._editor import GraphEditor
-from onnxexec.passes._patterns import facts_of, is_float32, only_consumer, other_input
+from onnxexec.passes._patterns import (
+    facts_of,
+    float32_operands,
+    is_float32,
+    only_consumer,
+    other_input,
+)
 
 D = "onnxexec"
 _SIMPLE = {"Relu": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh", "HardSwish": "HardSwish"}
@@ -22,7 +28,7 @@ def _conv_to_fused(g: Graph) -> Graph:
     facts = facts_of(g)
     ed = GraphEditor(g)
     for n in ed.nodes:
-        if n.op_type == "Conv" and not n.domain and is_float32(facts, n.inputs[0]):
+        if n.op_type == "Conv" and not n.domain and float32_operands(ed, facts, *n.inputs[:2]):
             ed.replace([n], n, Node("FusedConv", n.inputs, n.outputs, n.attrs, n.name, D))
     if ed.changed:
         ed.use_domain(D)

@@ -17,7 +17,7 @@ from onnxexec.ir.graph import Graph, Node
 from onnxexec.passes._editor import GraphEditor
 from onnxexec.passes._patterns import (
     facts_of,
-    is_float32,
+    float32_operands,
     last_axis_vector,
     only_consumer,
     vector_input,
@@ -31,25 +31,36 @@ def _bias_for(ed: GraphEditor, mm: Node, add: Node, facts) -> np.ndarray | None:
     c = ed.const(other)
     w = ed.const(mm.inputs[1])
     out = facts.get(mm.outputs[0])
-    if c is None or c.dtype != np.float32 or out is None or out.shape is None:
+    if c is None or c.dtype != np.float32 or (w is not None and w.ndim < 2):
         return None
-    n = out.shape[-1] if out.shape else None
-    if not isinstance(n, int) or c.ndim > len(out.shape) or (w is not None and w.ndim < 2):
+    if out is not None and out.shape:
+        n, rank = out.shape[-1], len(out.shape)
+    elif w is not None and w.ndim == 2 and c.ndim <= 1:
+        n, rank = w.shape[1], 1  # the product's producer had no shape rule: W gives N
+    else:
+        return None
+    if not isinstance(n, int) or c.ndim > rank:
         return None
     return last_axis_vector(c, n)
 
 
 def _gemm(ed: GraphEditor, n: Node, facts) -> Node | None:
     a = n.attrs
-    if a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or not is_float32(facts, n.inputs[0]):
+    if a.get("transA", 0) or a.get("alpha", 1.0) != 1.0:
+        return None
+    if not float32_operands(ed, facts, *n.inputs[:2]):
         return None
     ins = list(n.inputs[:2])
     if len(n.inputs) > 2 and n.inputs[2]:
         c = ed.const(n.inputs[2])
         out = facts.get(n.outputs[0])
-        if c is None or out is None or out.shape is None or not isinstance(out.shape[1], int):
+        w = ed.const(n.inputs[1])
+        cols = out.shape[1] if out is not None and out.shape is not None else None
+        if cols is None and w is not None and w.ndim == 2:  # N from the weight
+            cols = w.shape[0] if a.get("transB", 0) else w.shape[1]
+        if c is None or not isinstance(cols, int):
             return None
-        vec = last_axis_vector(c, out.shape[1]) if c.ndim <= 2 else None
+        vec = last_axis_vector(c, cols) if c.ndim <= 2 else None
         if vec is None or vec.dtype != np.float32:
             return None
         beta = a.get("beta", 1.0)
@@ -114,7 +125,7 @@ def _fuse_matmul(g: Graph) -> Graph:
             if new is not None:
                 ed.replace([n], n, new)
             continue
-        if not (is_float32(facts, n.inputs[0]) and is_float32(facts, n.inputs[1])):
+        if not float32_operands(ed, facts, n.inputs[0], n.inputs[1]):
             continue
         add = only_consumer(ed, n.outputs[0], "Add")
         bias = _bias_for(ed, n, add, facts) if add is not None else None

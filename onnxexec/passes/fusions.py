@@ -9,6 +9,7 @@ from collections.abc import Callable
 from onnxexec.ir.graph import Graph
 from onnxexec.passes.conv_layout import conv_layout
 from onnxexec.passes.fold_batchnorm import fold_batchnorm
+from onnxexec.passes.fold_pad import fold_pad
 from onnxexec.passes.fuse_activation import fuse_activation
 from onnxexec.passes.fuse_attention import fuse_attention
 from onnxexec.passes.fuse_dynamic_quant import fuse_dynamic_quant
@@ -27,6 +28,7 @@ EXTENDED: list[Callable[[Graph], Graph]] = [
     fuse_qdq,  # first: fuse_matmul would take MatMul(DQ, DQ) as a float product
     fuse_dynamic_quant,
     fold_batchnorm,
+    fold_pad,  # before fuse_activation: the Conv it widens becomes a FusedConv
     fuse_layernorm,
     fuse_gelu,
     fuse_rope,

@@ -2,7 +2,8 @@
 
 - 0  ORT_DISABLE_ALL: the graph as loaded.
 - 1  ORT_ENABLE_BASIC: semantics-preserving cleanup with only standard ops:
-     constant folding, shape folding, no-op and dead-node elimination, CSE.
+     constant folding, shape folding, no-op and dead-node elimination, layout
+     Transposes merged / moved past elementwise ops, CSE.
 - 2  ORT_ENABLE_EXTENDED: + fusions into onnxexec-domain ops (MatMul+Add, Conv+BN,
      activations, LayerNorm, RMSNorm, GELU, attention, elementwise chains).
 - 99 ORT_ENABLE_ALL: + kernel-specific weight layouts (pre-packed weights).
@@ -25,6 +26,7 @@ from onnxexec.passes.cse import cse
 from onnxexec.passes.eliminate import eliminate_dead, eliminate_noops
 from onnxexec.passes.fold_constants import fold_constants
 from onnxexec.passes.fold_shapes import fold_shapes
+from onnxexec.passes.fold_transposes import fold_transposes
 from onnxexec.passes.inline_functions import inline_functions
 from onnxexec.passes.lower_gradient import lower_gradient
 from onnxexec.passes.pack_weights import WeightOwnership, WeightsSpentError, owned_weights
@@ -35,7 +37,14 @@ Pass = Callable[[Graph], Graph]
 
 DISABLE_ALL, ENABLE_BASIC, ENABLE_EXTENDED, ENABLE_ALL = 0, 1, 2, 99
 
-BASIC: list[Pass] = [fold_constants, fold_shapes, eliminate_noops, cse, eliminate_dead]
+BASIC: list[Pass] = [
+    fold_constants,
+    fold_shapes,
+    eliminate_noops,
+    fold_transposes,
+    cse,
+    eliminate_dead,
+]
 
 
 def _extended() -> list[Pass]:

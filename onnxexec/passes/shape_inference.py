@@ -119,6 +119,6 @@ def infer_shapes(g: Graph, outer: dict[str, Facts] | None = None) -> dict[str, F
 
 
 # Import the rule modules for their registrations (after RULES exists).
-from onnxexec.passes import shape_rules, shape_rules_nn  # noqa: E402, F401
+from onnxexec.passes import shape_rules, shape_rules_image, shape_rules_nn  # noqa: E402, F401
 
 __all__ = ["RULES", "UNKNOWN", "Facts", "const_facts", "infer_shapes", "rule"]

@@ -36,6 +36,10 @@ class Sub:
         self.inits[self.name(s)] = np.asarray(v, dtype=np.float32)
         return self.name(s)
 
+    def const_i64(self, s: str, v: list[int]) -> str:
+        self.inits[self.name(s)] = np.asarray(v, dtype=np.int64)
+        return self.name(s)
+
     def input(self, s: str, value: np.ndarray, data: st.DataObject | None = None) -> str:
         """A graph input fed `value`; declared with symbolic dims sometimes (given data)."""
         name = self.name(s)

@@ -2,7 +2,8 @@
 near misses), batched SUBS per model, must give level 0's outputs at levels 1, 2, 99.
 
 ONNXEXEC_DIFF_GRAPHS sets how many graphs to try (default 10,000: the CI run);
-ONNXEXEC_DIFF_SEED=N draws another fixed set (default: hypothesis' derandomized one)."""
+ONNXEXEC_DIFF_SEED=N draws another fixed set (default: hypothesis' derandomized one);
+ONNXEXEC_DIFF_FAMILIES=conv,linear draws only those families."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from tests.differential._gen_conv import conv
 from tests.differential._gen_elementwise import elementwise
 from tests.differential._gen_linear import linear
 from tests.differential._gen_patterns import attention, gelu, norm
@@ -26,6 +28,7 @@ PHASES = [Phase.explicit, Phase.generate] + (
     [Phase.shrink] if os.environ.get("ONNXEXEC_DIFF_SHRINK") == "1" else []
 )
 FAMILIES = {
+    "conv": conv,
     "elementwise": elementwise,
     "linear": linear,
     "norm": norm,
@@ -33,6 +36,8 @@ FAMILIES = {
     "attention": attention,
     "rope": rope,
 }
+
+ONLY = sorted(f for f in os.environ.get("ONNXEXEC_DIFF_FAMILIES", "").split(",") if f)
 
 
 @settings(
@@ -49,6 +54,6 @@ def test_random_graphs_match_level_0(data: st.DataObject) -> None:
     opset = data.draw(st.sampled_from([17, 18, 20]), label="opset")
     subs = []
     for i in range(SUBS):
-        family = data.draw(st.sampled_from(sorted(FAMILIES)), label="family")
+        family = data.draw(st.sampled_from(ONLY or sorted(FAMILIES)), label="family")
         subs.append(FAMILIES[family](data, f"g{i}_", opset))
     run_differential(subs, opset)
