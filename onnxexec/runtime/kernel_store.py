@@ -13,13 +13,15 @@ import tempfile
 from onnxexec.kernels import cachedir, sources_digest
 from onnxexec.kernels.objload import store
 from onnxexec.kernels.objload.inventory import StoreInfo, clear, info
-from onnxexec.kernels.objload.watch import compiles, subscribe
+from onnxexec.kernels.objload.watch import compiles, creating, lazy_compiles, subscribe
 
 __all__ = [
     "StoreInfo",
     "clear",
     "compiles",
+    "creating",
     "info",
+    "lazy_compiles",
     "mark_warmed",
     "model_id",
     "subscribe",
