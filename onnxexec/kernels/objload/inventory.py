@@ -35,6 +35,7 @@ class ConfigEntries:
     kind: str  # "objload" records or "numba" cache files
     name: str  # folder: <config stamp>/<sources>, <config stamp>/warmed, <sources>-<isa>
     current: bool  # what this process would read
+    same_config: bool = False  # objload: this configuration, older sources if not current
     files: int = 0
     size: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)
@@ -130,6 +131,7 @@ def info() -> StoreInfo:
         for name, path, current in _folders(kind, top):
             configs.append(_folder_entries(kind, path, current))
             configs[-1].name = name
+            configs[-1].same_config = kind == "objload" and name.startswith(store.stamp() + "/")
     usable = cachedir.store_dir() is not None
     size = sum(c.size for c in configs)
     return StoreInfo(root, True, f"{stat.S_IMODE(st.st_mode):04o}", owner_ok, usable, size, configs)

@@ -59,7 +59,7 @@ def test_info_lists_entries_per_configuration(home: Path) -> None:
     assert "1 cfunc, 2 kernel, 1 numba-only" in current
     other = f"objload/{'0' * 20}/{now} (other configuration): 1 file,"
     assert any(other in ln for ln in lines)
-    edited = f"objload/{store.stamp()}/{'f' * 16} (other configuration): 1 file, 50 B"
+    edited = f"objload/{store.stamp()}/{'f' * 16} (older sources): 1 file, 50 B"
     assert any(edited in ln for ln in lines)
     assert any("(current): 2 files, 30 B; 1 nbc, 1 nbi" in ln for ln in lines)
 
