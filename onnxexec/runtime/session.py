@@ -33,6 +33,7 @@ from onnxexec.runtime.ownership import OutputOwnership
 from onnxexec.runtime.plan import plan_graph, topologically_sorted
 from onnxexec.runtime.profiler import Profiler
 from onnxexec.runtime.providers import get_all_providers, get_available_providers, resolve_providers
+from onnxexec.runtime.readying import ready
 from onnxexec.runtime.session_api import TERMINATED, OrtSessionAPI, RunWatch
 from onnxexec.runtime.threads import set_threads
 from onnxexec.runtime.validate import validate_graph
@@ -156,6 +157,10 @@ class InferenceSession(OrtSessionAPI):
             owner.consumed or _replaced_bytes(loaded, self._optimized) > _KEEP_BYTES
         ):
             self._graph, self._source = None, path_or_bytes
+        # every kernel a run can take, linked or compiled now (runtime/readying.py)
+        what = os.path.basename(os.fspath(self._model_path or "model"))
+        ready(lambda f: execute(self._plan, self._check_feeds(f)), self._inputs, what,
+              self._model_path)  # fmt: skip
         log.info("Session initialized: %d nodes planned", len(self._optimized.nodes))
 
     @property

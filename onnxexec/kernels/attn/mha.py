@@ -13,10 +13,10 @@ Reference: `attention_reference` below.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
 from onnxexec.kernels import bounds
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.attn.mha_job import (
     ATTN_ARGS,
     NAN_TO_ZERO,

@@ -9,8 +9,9 @@ the order written, as the unfused Mul / Mul / Add do. Reference: `rope_reference
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
+
+from onnxexec.kernels import objload as nb
 
 
 @nb.njit(nogil=True, cache=True)

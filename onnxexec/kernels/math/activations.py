@@ -162,7 +162,9 @@ def epilogue(
         )
     b = _NO_BIAS if bias is None else bias
     zz = _NO_Z if z is None else z
-    _epilogue(y, n0, n1, b, bias is not None, row_bias, zz, z is not None, code, alpha, beta)
+    # int(code): an Activation member is typed by numba as an enum, which has no
+    # numba-free call key, so a stored overload could never serve it (kernels/objload)
+    _epilogue(y, n0, n1, b, bias is not None, row_bias, zz, z is not None, int(code), alpha, beta)
 
 
 def epilogue_reference(

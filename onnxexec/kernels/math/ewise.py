@@ -7,16 +7,21 @@ tables shared across heads), the next ones the scalar constants, then temporarie
 An instruction (op, dst, a, b) writes register dst from a (and b). Every instruction
 is one vectorized loop over the row, so a chain of n ops reads and writes memory once
 instead of n times. Reference: `run_reference` (the same program on numpy arrays).
+
+The inputs reach the kernel as a tuple of (rows_in, D or 1) float32 C arrays, padded
+with 1x1 dummies to a power-of-two length (their count is an argument): a tuple, unlike
+numba's typed List, has a numba-free call key, so a stored kernel runs without
+importing numba (kernels/objload, issue 21), and the padding keeps the overloads to one
+per power of two rather than one per input count.
 """
 
 from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
-from numba.typed import List
 
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.math.ewise_ops import BINARY, OPS  # noqa: F401  (the pass reads them)
 from onnxexec.kernels.math.vmath import erf32, exp_row, tanh32
 from onnxexec.native.parallel import parallel_for
@@ -25,9 +30,8 @@ f32 = np.float32
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
-def _rows(prog, consts, ins, rows_in, out, n_regs, result, r0, r1):
+def _rows(prog, consts, ins, k, rows_in, out, n_regs, result, r0, r1):
     d = out.shape[1]
-    k = len(ins)
     regs = np.empty((n_regs, d), dtype=np.float32)
     scratch = np.empty(d, dtype=np.int32)
     for c in range(consts.shape[0]):
@@ -104,6 +108,25 @@ def _rows(prog, consts, ins, rows_in, out, n_regs, result, r0, r1):
             orow[j] = res[j]
 
 
+_PAD = np.zeros((1, 1), dtype=np.float32)
+_PAD.flags.writeable = False
+
+
+def _as_kernel_input(x: np.ndarray) -> np.ndarray:
+    """A read-only view of x as an aligned C-contiguous float32 2-D array: every element
+    of the tuple then has one numba type (a mix of read-only and writeable arrays is a
+    heterogeneous tuple, which a loop variable can't index); the kernel only reads it.
+    Copies only what is not already float32, C-contiguous and aligned."""
+    a = np.ascontiguousarray(x, dtype=np.float32)
+    if a.ndim != 2:
+        a = a.reshape(a.shape[0] if a.ndim else 1, -1)
+    if not a.flags.aligned:
+        a = a.copy()
+    view = a.view()
+    view.flags.writeable = False  # on a view: x itself stays writeable
+    return view
+
+
 def run(
     prog: np.ndarray,
     consts: np.ndarray,
@@ -119,11 +142,13 @@ def run(
     out = np.empty((rows, d), dtype=np.float32)
     if total == 0:
         return out.reshape(out_shape)
-    ins = List([np.ascontiguousarray(x, dtype=np.float32) for x in inputs])
+    ins = tuple(_as_kernel_input(x) for x in inputs)
+    k = len(ins)
+    ins += (_PAD,) * ((1 << (k - 1).bit_length()) - k)
     rows_in = np.array([x.shape[0] for x in inputs], dtype=np.int64)
 
     def part(r0: int, r1: int) -> None:
-        _rows(prog, consts, ins, rows_in, out, n_regs, result, r0, r1)
+        _rows(prog, consts, ins, k, rows_in, out, n_regs, result, r0, r1)
 
     parallel_for(part, rows, min_chunk=max(1, 65536 // max(d, 1)))
     return out.reshape(out_shape)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Final
 
-import numba as nb
 import numpy as np
 
+from onnxexec.kernels import objload as nb
 from onnxexec.kernels.math.reduce import row_sum, row_sumsq
 from onnxexec.native.parallel import parallel_for
 

@@ -49,10 +49,12 @@ from onnxexec.kernels.objload.argkey import call_key, has_key, raw_key
 log = logging.getLogger(__name__)
 _lock = threading.RLock()
 _kernels: list[_Lazy] = []
-_late: list[tuple[str, Any]] = []
+_late: list[tuple[str, Any, str]] = []  # (kernel name, numba object, module)
 CFUNC_KEY = ("cfunc",)
 _thread_hint = 1
-_SUBMODULES = frozenset({"argkey", "elf", "inventory", "numba_rt", "store", "watch"})
+_SUBMODULES = frozenset(
+    {"argkey", "elf", "inventory", "numba_cache", "numba_rt", "sources", "store", "watch"}
+)
 
 
 def enabled() -> bool:
@@ -60,7 +62,8 @@ def enabled() -> bool:
 
 
 class _Lazy:
-    """A numba object (`real`) deferred until numba is imported."""
+    """A numba object (`real`) deferred until numba is imported; `made(numba)` makes it
+    with numba's cache in its module's folder (numba_cache.py)."""
 
     def __init__(self, py_func: Callable[..., Any], options: dict[str, Any]) -> None:
         functools.update_wrapper(self, py_func)
@@ -73,6 +76,12 @@ class _Lazy:
 
     def make(self, numba: ModuleType) -> Any:
         raise NotImplementedError
+
+    def made(self, numba: ModuleType) -> Any:
+        from onnxexec.kernels.objload.numba_cache import cache_dir_for
+
+        with cache_dir_for(self.py_func.__module__):
+            return self.make(numba)
 
     def __getattr__(self, name: str) -> Any:
         # numba's own attributes (signatures, overloads, ...) need numba itself
@@ -134,7 +143,7 @@ class LazyKernel(_Lazy):
         with _lock:
             fn = self._by_key.get(key)
             if fn is None:
-                record = store.read(self._name, key)
+                record = store.read(self._name, key, self.py_func.__module__)
                 if record is None:
                     return None
                 try:
@@ -190,7 +199,7 @@ class LazyCFunc(_Lazy):
             from onnxexec.kernels.objload.elf import ObjectLoadError
 
             with _lock:
-                record = store.read(self._name, CFUNC_KEY)
+                record = store.read(self._name, CFUNC_KEY, self.py_func.__module__)
                 if record is not None:
                     try:
                         self._address, self._keep = store.build_cfunc(record)
@@ -208,11 +217,11 @@ def _record_all() -> None:
     came in (`_late`), for the next process."""
     from onnxexec.kernels.objload import argkey, store
 
-    made = [(k._name, k.real) for k in _kernels if k.real is not None]
-    for name, real in made + _late:
+    made = [(k._name, k.real, k.py_func.__module__) for k in _kernels if k.real is not None]
+    for name, real, module in made + _late:
         if getattr(real, "_library", None) is not None and hasattr(real, "native_name"):
-            if not store.exists(name, CFUNC_KEY):
-                store.save_cfunc(name, real)
+            if not store.exists(name, CFUNC_KEY, module):
+                store.save_cfunc(name, real, module)
             continue
         for sig, cres in list(getattr(real, "overloads", {}).items()):
             try:
@@ -220,8 +229,8 @@ def _record_all() -> None:
             except Exception as e:  # recording is an optimisation: never fail over it
                 log.debug("objload: not recording %s: %s", name, e)
                 continue
-            if key is not None and not store.exists(name, key):
-                store.save(name, key, cres)
+            if key is not None and not store.exists(name, key, module):
+                store.save(name, key, cres, module)
 
 
 def _late_made(fn: Callable[..., Any], real: Any) -> Any:
@@ -229,7 +238,7 @@ def _late_made(fn: Callable[..., Any], real: Any) -> Any:
     it (kernel modules imported late): recorded at exit like a LazyKernel's."""
     if _kernels and enabled():
         with _lock:
-            _late.append((f"{fn.__module__}.{fn.__qualname__}", real))
+            _late.append((f"{fn.__module__}.{fn.__qualname__}", real, fn.__module__))
     return real
 
 
@@ -240,7 +249,10 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     if jit_disabled():
         return fn
     if "numba" in sys.modules:
-        return _late_made(fn, sys.modules["numba"].njit(fn, **options))
+        from onnxexec.kernels.objload.numba_cache import cache_dir_for
+
+        with cache_dir_for(fn.__module__):
+            return _late_made(fn, sys.modules["numba"].njit(fn, **options))
     return LazyKernel(fn, options)
 
 
@@ -261,8 +273,11 @@ def cfunc(signature: Callable[[Any], Any], **options: Any) -> Callable[[Callable
 
     def wrap(fn: Callable[..., Any]) -> Any:
         if "numba" in sys.modules:
+            from onnxexec.kernels.objload.numba_cache import cache_dir_for
+
             numba = sys.modules["numba"]
-            return _late_made(fn, numba.cfunc(signature(numba.types), **options)(fn))
+            with cache_dir_for(fn.__module__):
+                return _late_made(fn, numba.cfunc(signature(numba.types), **options)(fn))
         return LazyCFunc(fn, signature, options)
 
     return wrap
@@ -323,10 +338,10 @@ def _materialize(kernel: _Lazy | None = None) -> Any:
         # hooks a compile needs (sgemm_packed's asm parser) have run.
         for k in _kernels:
             if k.real is None and not isinstance(k, LazyCFunc):
-                k.real = k.make(numba)
+                k.real = k.made(numba)
         _swap(numba)
         if isinstance(kernel, LazyCFunc) and kernel.real is None:
-            kernel.real = kernel.make(numba)
+            kernel.real = kernel.made(numba)
     return kernel.real if kernel is not None else None
 
 

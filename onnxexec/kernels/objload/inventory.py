@@ -3,10 +3,16 @@
 Only reads record headers (JSON) and file sizes; nothing here links or runs code.
 Clearing removes only the store's own folders (`objload/`, `numba/`), never anything
 else under a root someone pointed ONNXEXEC_CACHE_DIR at.
+
+An entry is a folder of one configuration and sources digest: `objload/<config>/
+<sources>` (store.py) or `numba/<sources>-<isa>` (objload/numba_cache.py). It is
+current when this process would read it: its config is this one and its sources
+digest is that of some kernel module as the files are now (objload/sources.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,8 +22,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from onnxexec.kernels import cachedir, sources_digest
-from onnxexec.kernels.objload import store
+from onnxexec.kernels import cachedir
+from onnxexec.kernels.objload import sources, store
 
 _OWN = ("objload", "numba")
 
@@ -27,8 +33,9 @@ class ConfigEntries:
     """The entries of one configuration folder."""
 
     kind: str  # "objload" records or "numba" cache files
-    name: str  # folder name: the config stamp, or <sources>-<isa>
+    name: str  # folder: <config stamp>/<sources>, <config stamp>/warmed, <sources>-<isa>
     current: bool  # what this process would read
+    same_config: bool = False  # objload: this configuration, older sources if not current
     files: int = 0
     size: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)
@@ -87,10 +94,25 @@ def _folder_entries(kind: str, path: str, current: bool) -> ConfigEntries:
     return entry
 
 
-def _current(kind: str) -> str:
-    if kind == "objload":
-        return store.stamp()
-    return os.path.basename(cachedir.numba_cache_dir(sources_digest()))
+def _folders(kind: str, top: str) -> list[tuple[str, str, bool]]:
+    """(name, path, current) of the entry folders under `top` (objload/ or numba/)."""
+    digests = sources.current_digests()
+    found = []
+    for name in sorted(os.listdir(top)):
+        path = os.path.join(top, name)
+        if not os.path.isdir(path) or os.path.islink(path):
+            continue  # objload/secret stays: records are signed with it
+        if kind == "numba":
+            current = {os.path.basename(cachedir.numba_cache_dir(d)) for d in digests}
+            found.append((name, path, name in current))
+            continue
+        ours = name == store.stamp()
+        for sub in sorted(os.listdir(path)):
+            full = os.path.join(path, sub)
+            if os.path.isdir(full) and not os.path.islink(full):
+                now = ours and (sub == "warmed" or sub in {d[:16] for d in digests})
+                found.append((f"{name}/{sub}", full, now))
+    return found
 
 
 def info() -> StoreInfo:
@@ -106,11 +128,10 @@ def info() -> StoreInfo:
         top = os.path.join(root, kind)
         if not os.path.isdir(top):
             continue
-        current = _current(kind)
-        for name in sorted(os.listdir(top)):
-            path = os.path.join(top, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                configs.append(_folder_entries(kind, path, name == current))
+        for name, path, current in _folders(kind, top):
+            configs.append(_folder_entries(kind, path, current))
+            configs[-1].name = name
+            configs[-1].same_config = kind == "objload" and name.startswith(store.stamp() + "/")
     usable = cachedir.store_dir() is not None
     size = sum(c.size for c in configs)
     return StoreInfo(root, True, f"{stat.S_IMODE(st.st_mode):04o}", owner_ok, usable, size, configs)
@@ -125,14 +146,14 @@ def clear(stale_only: bool = False) -> tuple[int, int]:
         top = os.path.join(root, kind)
         if not os.path.isdir(top) or os.path.islink(top):
             continue
-        current = _current(kind)
-        for name in os.listdir(top):
-            path = os.path.join(top, name)
-            if not os.path.isdir(path) or os.path.islink(path):
-                continue  # objload/secret stays: records are signed with it
-            if stale_only and name == current:
+        for _name, path, current in _folders(kind, top):
+            if stale_only and current:
                 continue
             freed += _folder_entries(kind, path, False).size
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
+        if kind == "objload":  # config folders left empty
+            for name in os.listdir(top):
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.join(top, name))
     return removed, freed

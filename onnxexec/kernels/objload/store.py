@@ -2,17 +2,21 @@
 that has not imported it. Records are plain data: reading one parses JSON and bytes
 and never runs code (no pickle anywhere in this file's reading path).
 
-Where: `<store>/objload/<config>/<kernel>-<key>.oxk` (kernels/cachedir.py: one store
-per user, 0700 folders, 0600 files, refused when others can write it). `<config>` is
-a hash of everything the code depends on (see `config()`): every kernels/*.py (a
-caller embeds its callees' code), numba's and llvmlite's versions, the Python version,
-the machine, this CPU's model and flags (LLVM compiles for the host), the ONNXEXEC_ISA
-level and numba's code-changing NUMBA_* settings. Folders of other configurations are
-never read and never deleted by a write (`onnxexec cache clear` removes them).
+Where: `<store>/objload/<config>/<sources>/<kernel>-<key>.oxk` (kernels/cachedir.py:
+one store per user, 0700 folders, 0600 files, refused when others can write it).
+`<config>` is a hash of what every kernel's code depends on (see `config()`): numba's
+and llvmlite's versions, the Python version, the machine, this CPU's model and flags
+(LLVM compiles for the host), the ONNXEXEC_ISA level and numba's code-changing
+NUMBA_* settings. `<sources>` is the first 16 hex digits of the kernel's own sources
+digest (objload/sources.py: its module and the kernel modules it imports,
+transitively: a caller embeds its callees' code), so editing one kernel module
+invalidates only the records of the kernels that can contain its code. Folders of
+other configurations or sources are never read and never deleted by a write
+(`onnxexec cache clear [--stale]` removes them).
 
-Record file format (version 3), little-endian:
+Record file format (version 4), little-endian:
 
-    bytes 0-7     magic b"OXKREC3\\n"
+    bytes 0-7     magic b"OXKREC4\\n"
     bytes 8-11    u32 H, the header's length (at most 1 MiB)
     H bytes       header: UTF-8 JSON object (below)
     the rest      the overload's ELF object code, exactly header["code_size"] bytes
@@ -21,6 +25,7 @@ Header fields, all required:
     kernel        the kernel's qualified name ("onnxexec.kernels.ml.ml_scores._linear")
     key           repr() of its call key (argkey.call_key, or ("cfunc",))
     config        the dict `config()` returns for the writing process
+    sources       the kernel's sources digest (sources.digest of its module), in full
     name          the Python-visible name of the compiled function
     wrapper       symbol of its CPython wrapper (a cfunc: its C entry point)
     env           symbol of its environment slot, or null (cfunc)
@@ -33,7 +38,7 @@ Header fields, all required:
                   without "mac" (sorted keys, no spaces) + the object code
 
 A record is used only when everything matches: magic, sizes, field types, the kernel,
-key and config this process asks for, and the MAC. So a truncated file, a record
+key, sources and config this process asks for, and the MAC. So a truncated file, a record
 copied over another kernel's file, one from another store or machine, machine code
 replaced with a plain checksum recomputed, a pickle, a bad ELF header or a missing
 field are each logged once (a warning), ignored (numba compiles the overload) and
@@ -66,17 +71,17 @@ from typing import Any, Final
 
 import numpy as np
 
-from onnxexec.kernels import OBJECT_ATTR, cachedir, sources_digest
-from onnxexec.kernels.objload import numba_rt
+from onnxexec.kernels import OBJECT_ATTR, cachedir
+from onnxexec.kernels.objload import numba_rt, sources
 from onnxexec.kernels.objload.elf import ObjectLoadError, load_object
 
 log = logging.getLogger(__name__)
-FORMAT: Final = 3
-MAGIC: Final = b"OXKREC3\n"
+FORMAT: Final = 4
+MAGIC: Final = b"OXKREC4\n"
 SUFFIX: Final = ".oxk"
 _MAX_HEADER: Final = 1 << 20
 _FIELDS: Final[dict[str, type | tuple[type, ...]]] = {
-    "kernel": str, "key": str, "config": dict, "name": str, "wrapper": str,
+    "kernel": str, "key": str, "config": dict, "sources": str, "name": str, "wrapper": str,
     "env": (str, type(None)), "consts": list, "unsupported": (str, type(None)),
     "code_size": int, "mac": str,
 }  # fmt: skip
@@ -126,10 +131,10 @@ def _numba_settings() -> str:
 
 @cache
 def config() -> dict[str, Any]:
-    """Everything a record's machine code depends on, as plain data."""
+    """Everything every record's machine code depends on but its sources (a record's
+    own `sources` field), as plain data."""
     return {
         "format": FORMAT,
-        "sources": sources_digest(),
         "numba": _version("numba"),
         "llvmlite": _version("llvmlite"),
         "python": sys.version,
@@ -149,13 +154,25 @@ def stamp() -> str:
     return hashlib.sha256(_canonical(config())).hexdigest()[:20]
 
 
-def _folder(create: bool = False) -> str | None:
-    return cachedir.store_dir("objload", stamp(), create=create)
+def kernel_sources(kernel: str, module: str | None = None) -> str:
+    """The sources digest a record of `kernel` (defined in `module`, by default found
+    from its name) must carry."""
+    return sources.digest(module or sources.module_of(kernel))
+
+
+def _folder(digest: str, create: bool = False) -> str | None:
+    return cachedir.store_dir("objload", stamp(), digest[:16], create=create)
 
 
 def _name(kernel: str, key: tuple[Any, ...]) -> str:
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:20]
     return f"{kernel}-{digest}{SUFFIX}"
+
+
+def record_path(kernel: str, key: tuple[Any, ...], module: str | None = None) -> str | None:
+    """Where the record of this kernel and key is (or would be); None: no usable store."""
+    folder = _folder(kernel_sources(kernel, module))
+    return None if folder is None else os.path.join(folder, _name(kernel, key))
 
 
 def _secret(create: bool = False) -> bytes | None:
@@ -196,13 +213,15 @@ def _reject(path: str, why: str) -> None:
         log.warning("onnxexec: ignoring kernel record %s (%s); compiling it again", path, why)
 
 
-def exists(kernel: str, key: tuple[Any, ...]) -> bool:
+def exists(kernel: str, key: tuple[Any, ...], module: str | None = None) -> bool:
     """A good record is on disk for this kernel and key. A bad one is reported (once)
     here too, so that the process that compiled the kernel instead replaces it."""
-    return read(kernel, key) is not None
+    return read(kernel, key, module) is not None
 
 
-def _parse(path: str, data: bytes, kernel: str, key: tuple[Any, ...], secret: bytes) -> Record:
+def _parse(
+    path: str, data: bytes, kernel: str, key: tuple[Any, ...], digest: str, secret: bytes
+) -> Record:
     """The record in `data`, or ValueError saying what is wrong with it."""
     if data[:8] != MAGIC:
         raise ValueError("not a kernel record (bad magic)")
@@ -231,6 +250,8 @@ def _parse(path: str, data: bytes, kernel: str, key: tuple[Any, ...], secret: by
         raise ValueError(f"record of {header['kernel']} {header['key']}, not of this kernel")
     if header["config"] != config():
         raise ValueError("record of another configuration")
+    if header["sources"] != digest:
+        raise ValueError("record of other kernel sources")
     consts = []
     for c in header["consts"]:
         if not (isinstance(c, dict) and set(c) == {"dtype"} and isinstance(c["dtype"], str)):
@@ -245,10 +266,11 @@ def _parse(path: str, data: bytes, kernel: str, key: tuple[Any, ...], secret: by
     )  # fmt: skip
 
 
-def read(kernel: str, key: tuple[Any, ...]) -> Record | None:
-    """The record for this kernel and key, or None: there is none, the store is
-    unusable, or the record is bad (logged once, and rewritten at exit)."""
-    folder = _folder()
+def read(kernel: str, key: tuple[Any, ...], module: str | None = None) -> Record | None:
+    """The record for this kernel (of `module`) and key, or None: there is none, the
+    store is unusable, or the record is bad (logged once, and rewritten at exit)."""
+    digest = kernel_sources(kernel, module)
+    folder = _folder(digest)
     if folder is None:
         return None
     path = os.path.join(folder, _name(kernel, key))
@@ -264,7 +286,7 @@ def read(kernel: str, key: tuple[Any, ...]) -> Record | None:
         _reject(path, "the store has no signing key")
         return None
     try:
-        return _parse(path, data, kernel, key, secret)
+        return _parse(path, data, kernel, key, digest, secret)
     except (ValueError, TypeError, struct.error) as e:
         _reject(path, str(e))
         return None
@@ -282,12 +304,21 @@ def _encode_consts(consts: list[Any]) -> list[dict[str, str]] | str:
     return out
 
 
-def _write(kernel: str, key: tuple[Any, ...], fields: dict[str, Any], code: bytes) -> None:
-    folder = _folder(create=True)
+def _write(
+    kernel: str,
+    key: tuple[Any, ...],
+    fields: dict[str, Any],
+    code: bytes,
+    module: str | None = None,
+) -> None:
+    digest = kernel_sources(kernel, module)
+    folder = _folder(digest, create=True)
     secret = _secret(create=True)
     if folder is None or secret is None:
         return  # no usable store: later processes compile too
-    header = {"kernel": kernel, "key": repr(key), "config": config(), **fields}
+    header: dict[str, Any] = {"kernel": kernel, "key": repr(key), "config": config()}
+    header["sources"] = digest
+    header.update(fields)
     header["code_size"] = len(code)
     header["mac"] = _mac(secret, header, code)
     blob = _canonical(header)
@@ -319,7 +350,7 @@ def _checked(fields: dict[str, Any], code: bytes) -> tuple[dict[str, Any], bytes
     return fields, code
 
 
-def save(kernel: str, key: tuple[Any, ...], cres: Any) -> None:
+def save(kernel: str, key: tuple[Any, ...], cres: Any, module: str | None = None) -> None:
     """Record numba's compile result `cres` for this kernel and call key."""
     try:
         code = getattr(cres.library, OBJECT_ATTR, None)
@@ -335,15 +366,15 @@ def save(kernel: str, key: tuple[Any, ...], cres: Any) -> None:
         }
         consts = _encode_consts(list(cres.environment.consts))
         if isinstance(consts, str):
-            _write(kernel, key, {**fields, "unsupported": consts}, b"")
+            _write(kernel, key, {**fields, "unsupported": consts}, b"", module)
             return
         fields["consts"] = consts
-        _write(kernel, key, *_checked(fields, bytes(code)))
+        _write(kernel, key, *_checked(fields, bytes(code)), module)
     except Exception as e:  # recording is an optimisation: never fail over it
         log.debug("objload: not recording %s: %s", kernel, e)
 
 
-def save_cfunc(kernel: str, cfunc: Any) -> None:
+def save_cfunc(kernel: str, cfunc: Any, module: str | None = None) -> None:
     """Record a compiled numba cfunc: its library's object code and C entry's name."""
     try:
         code = getattr(cfunc._library, OBJECT_ATTR, None)
@@ -351,7 +382,7 @@ def save_cfunc(kernel: str, cfunc: Any) -> None:
             return
         fields = {"name": cfunc.__name__, "wrapper": cfunc.native_name, "env": None,
                   "consts": [], "unsupported": None}  # fmt: skip
-        _write(kernel, ("cfunc",), *_checked(fields, bytes(code)))
+        _write(kernel, ("cfunc",), *_checked(fields, bytes(code)), module)
     except Exception as e:  # recording is an optimisation: never fail over it
         log.debug("objload: not recording %s: %s", kernel, e)
 

@@ -93,7 +93,7 @@ def ready_kernels() -> dict[str, int]:
     from numba.core.dispatcher import Dispatcher
 
     with objload._lock:  # numba objects made from placeholders or after numba came in
-        made = [k.real for k in objload._kernels] + [real for _, real in objload._late]
+        made = [k.real for k in objload._kernels] + [entry[1] for entry in objload._late]
     for mod_name, mod in list(sys.modules.items()):
         if mod_name.startswith("onnxexec") and mod is not None:
             made += list(vars(mod).values())

@@ -1,6 +1,6 @@
 """`onnxexec cache info|clear` on a store built here: the path, permissions, entries per
-configuration and kind; `clear --stale` keeps the current configuration, `clear` removes
-only the store's own folders."""
+configuration, sources digest and kind; `clear --stale` keeps the current configuration
+and sources, `clear` removes only the store's own folders."""
 
 from __future__ import annotations
 
@@ -31,9 +31,13 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     store._write("pkg.g", ("<f8",), FIELDS, _object(2))
     store._write("pkg.c", ("cfunc",), {**FIELDS, "env": None}, _object(3))
     store._write("pkg.p", ("<i4",), {**FIELDS, "unsupported": "calls numba's threading"}, b"")
-    other = tmp_path / "store" / "objload" / ("0" * 20)
-    other.mkdir()
+    now = sources_digest()[:16]  # pkg has no file: its kernels' digest is every source's
+    other = tmp_path / "store" / "objload" / ("0" * 20) / now
+    other.mkdir(parents=True)
     (other / "pkg.f-0.oxk").write_bytes(b"x" * 100)
+    edited = tmp_path / "store" / "objload" / store.stamp() / ("f" * 16)  # older sources
+    edited.mkdir()
+    (edited / "pkg.f-0.oxk").write_bytes(b"y" * 50)
     numba_now = Path(cachedir.numba_cache_dir(sources_digest()))
     numba_now.mkdir(parents=True)
     (numba_now / "k.py311.nbi").write_bytes(b"i" * 10)
@@ -49,10 +53,14 @@ def test_info_lists_entries_per_configuration(home: Path) -> None:
     lines = out.output.splitlines()
     assert lines[0] == f"path: {home}"
     assert lines[1] == "permissions: 0700 (user-only, in use)"
-    current = next(ln for ln in lines if f"objload/{store.stamp()} (current)" in ln)
+    now = sources_digest()[:16]
+    current = next(ln for ln in lines if f"objload/{store.stamp()}/{now} (current)" in ln)
     assert "4 files" in current
     assert "1 cfunc, 2 kernel, 1 numba-only" in current
-    assert any("objload/" + "0" * 20 + " (other configuration): 1 file," in ln for ln in lines)
+    other = f"objload/{'0' * 20}/{now} (other configuration): 1 file,"
+    assert any(other in ln for ln in lines)
+    edited = f"objload/{store.stamp()}/{'f' * 16} (older sources): 1 file, 50 B"
+    assert any(edited in ln for ln in lines)
     assert any("(current): 2 files, 30 B; 1 nbc, 1 nbi" in ln for ln in lines)
 
 
@@ -67,8 +75,9 @@ def test_info_says_when_the_store_is_refused(home: Path) -> None:
 
 def test_clear_stale_then_all(home: Path) -> None:
     out = CliRunner().invoke(cli, ["cache", "clear", "--stale"])
-    assert out.exit_code == 0 and out.output.startswith("removed 2 folders")
+    assert out.exit_code == 0 and out.output.startswith("removed 3 folders")
     assert not (home / "objload" / ("0" * 20)).exists()
+    assert not (home / "objload" / store.stamp() / ("f" * 16)).exists()
     assert not (home / "numba" / "old-avx2").exists()
     assert store.read("pkg.f", ("<i8",)) is not None
     out = CliRunner().invoke(cli, ["cache", "clear"])

@@ -90,3 +90,35 @@ def test_a_model_that_fails_is_one_error_line(tmp_path: Path) -> None:
     assert out.returncode != 0
     errors = [ln for ln in out.stderr.splitlines() if "failed" in ln]
     assert len(errors) == 1 and str(bad) in errors[0], out.stderr
+
+
+def test_no_model_lists_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No MODEL: ONNXEXEC_WARMUP_MODELS's files, folders (their *.onnx / *.gguf) and
+    globs, each once, in order; with none, a usage error that names the variable."""
+    from click.testing import CliRunner
+
+    from onnxexec.cli.main import cli
+    from onnxexec.cli.warmup import ENV_VAR, default_models
+
+    (tmp_path / "zoo").mkdir()
+    for name in ("b.onnx", "a.gguf", "notes.txt"):
+        (tmp_path / "zoo" / name).write_text("")
+    (tmp_path / "one.onnx").write_text("")
+    listed = os.pathsep.join(
+        [str(tmp_path / "one.onnx"), str(tmp_path / "zoo"), str(tmp_path / "zoo" / "*.onnx"),
+         str(tmp_path / "missing.onnx")]
+    )  # fmt: skip
+    assert default_models(listed) == [
+        str(tmp_path / "one.onnx"),
+        str(tmp_path / "zoo" / "a.gguf"),
+        str(tmp_path / "zoo" / "b.onnx"),
+    ]
+    monkeypatch.setenv("ONNXEXEC_CACHE_DIR", str(tmp_path / "store"))
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    out = CliRunner().invoke(cli, ["warmup"])
+    assert out.exit_code == 2 and ENV_VAR in out.output and "is not set" in out.output
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "missing.onnx"))
+    out = CliRunner().invoke(cli, ["warmup"])
+    assert out.exit_code == 2 and "names no model file" in out.output

@@ -75,9 +75,9 @@ def _answer(record: store.Record) -> int:
 
 
 def _path(kernel: str, key: tuple) -> Path:
-    folder = store._folder()
-    assert folder is not None
-    return Path(folder) / store._name(kernel, key)
+    path = store.record_path(kernel, key)
+    assert path is not None
+    return Path(path)
 
 
 def _split(data: bytes) -> tuple[dict, bytes]:
@@ -201,8 +201,9 @@ def test_another_configuration_is_neither_read_nor_deleted(
 ) -> None:
     store._write("pkg.f", KEY, FIELDS, _object(42))
     ours = home / "objload" / store.stamp()
-    theirs = home / "objload" / "0123456789abcdef0123"  # e.g. written under NUMBA_OPT=0
-    theirs.mkdir(mode=0o700)
+    # e.g. written under NUMBA_OPT=0
+    theirs = home / "objload" / "0123456789abcdef0123" / _path("pkg.f", KEY).parent.name
+    theirs.mkdir(mode=0o700, parents=True)
     (theirs / _path("pkg.f", KEY).name).write_bytes(_path("pkg.f", KEY).read_bytes())
     store._write("pkg.g", KEY, FIELDS, _object(1))
     assert (theirs / _path("pkg.f", KEY).name).exists() and ours.exists()
