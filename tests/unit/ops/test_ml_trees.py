@@ -371,9 +371,7 @@ def _random_v5_forest(rng, n_trees, n_feat, n_targets, depth):
 
 
 @pytest.mark.parametrize("aggregate,n_targets", [(0, 3), (1, 1), (2, 2), (3, 3)])
-def test_tree_ensemble_v5_prepared_runs_match_unprepared_bits_and_onnxruntime(
-    aggregate, n_targets
-):
+def test_tree_ensemble_v5_prepared_runs_match_unprepared_bits_and_onnxruntime(aggregate, n_targets):
     """TreeEnsemble-5's prepared ForestRunner over 1, 3, 40 and 5000 rows against a
     fresh session's first run (the unprepared path, bit for bit) and onnxruntime."""
     from onnxexec import InferenceSession
