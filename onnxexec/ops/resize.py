@@ -179,11 +179,35 @@ def _resize_nearest(
     return _replicate(y, reps) if any(k > 1 for k in reps) else y
 
 
+# Output bytes per block of _replicate: the block's writes and its copy-back of the
+# first slot stay in a core's L2 (1 MB on the Zen 4 this was measured on) instead of
+# streaming the whole output through memory once per slot.
+_BLOCK_BYTES = 512 * 1024
+
+
 def _replicate(y: np.ndarray, reps: Sequence[int]) -> np.ndarray:
     """np.repeat of every axis by reps[ax], as strided block copies into an output
     viewed as (n0, k0, n1, k1, ...): the innermost replicated axis gets k strided
     assignments of y, every outer one copies its first slot to the other k - 1.
-    Measured ~2x faster than np.take per axis and than broadcast_to + reshape."""
+    The axes before the first replicated one are cut into blocks of ~_BLOCK_BYTES
+    output. ~1.5-2x faster than np.take per axis on feature maps up to a few MB;
+    memory-bound (about even with np.take) beyond."""
+    first_rep = min(ax for ax, k in enumerate(reps) if k > 1)
+    lead = int(np.prod(y.shape[:first_rep], dtype=np.int64))
+    inner_shape, inner_reps = y.shape[first_rep:], reps[first_rep:]
+    out_shape = [n * k for n, k in zip(y.shape, reps, strict=True)]
+    src = y.reshape(lead, *inner_shape)
+    dst = np.empty([lead, *out_shape[first_rep:]], y.dtype)
+    per_lead = max(dst[:1].nbytes, 1)
+    step = max(1, _BLOCK_BYTES // per_lead)
+    for b in range(0, lead, step):
+        _replicate_into(src[b : b + step], inner_reps, dst[b : b + step])
+    return dst.reshape(out_shape)
+
+
+def _replicate_into(y: np.ndarray, inner_reps: Sequence[int], out: np.ndarray) -> None:
+    """_replicate of y (leading block axis, then the axes of inner_reps) into out."""
+    reps = [1, *inner_reps]
     rep_axes = [ax for ax, k in enumerate(reps) if k > 1]
     shape: list[int] = []
     slot: dict[int, int] = {}  # axis -> position of its k dimension in `shape`
@@ -192,7 +216,7 @@ def _replicate(y: np.ndarray, reps: Sequence[int]) -> np.ndarray:
         if reps[ax] > 1:
             slot[ax] = len(shape)
             shape.append(reps[ax])
-    o = np.empty(shape, y.dtype)
+    o = out.reshape(shape)
     first: list[int | slice] = [slice(None)] * len(shape)
     for ax in rep_axes:
         first[slot[ax]] = 0
@@ -207,7 +231,6 @@ def _replicate(y: np.ndarray, reps: Sequence[int]) -> np.ndarray:
             first[slot[ax]] = j
             o[tuple(first)] = o[src]
         first[slot[ax]] = slice(None)
-    return o.reshape([n * k for n, k in zip(y.shape, reps, strict=True)])
 
 
 def _to_dtype(y: np.ndarray, dt: np.dtype) -> np.ndarray:

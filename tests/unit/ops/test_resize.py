@@ -233,11 +233,13 @@ def test_nearest_x2_asymmetric_floor_is_np_repeat():
 
 
 @pytest.mark.parametrize("reps", [(2, 1, 3, 2), (1, 4, 1, 1), (3, 2, 2, 5), (1, 1, 1, 2)])
-def test_replicate_matches_np_repeat(reps):
-    from onnxexec.ops.resize import _replicate
+@pytest.mark.parametrize("block_bytes", [1, 300, 1 << 20])  # 1 B: a block per leading index
+def test_replicate_matches_np_repeat(reps, block_bytes, monkeypatch):
+    from onnxexec.ops import resize
 
+    monkeypatch.setattr(resize, "_BLOCK_BYTES", block_bytes)
     x = np.random.default_rng(1).standard_normal((2, 3, 4, 5))
     ref = x
     for ax, k in enumerate(reps):
         ref = np.repeat(ref, k, axis=ax)
-    np.testing.assert_array_equal(_replicate(x, reps), ref)
+    np.testing.assert_array_equal(resize._replicate(x, reps), ref)
