@@ -12,17 +12,16 @@ from typing import Any, Final
 
 import numpy as np
 
-from onnxexec.kernels.ml.trees import AVERAGE, MAX, MIN, SUM, Forest, predict_forest
+from onnxexec.kernels.ml.trees import AVERAGE, MAX, MIN, SUM, Forest
 from onnxexec.ops.ml_common import (
     as_rows,
     check_post_transform,
     class_labels,
     floats_or_tensor,
-    probit,
-    transform_scores,
 )
 from onnxexec.ops.ml_tree_build import cached_forest, forest_from_ids, forest_from_indices
 from onnxexec.ops.ml_tree_scores import (
+    ForestRunner,
     TreeState,
     class_labels_of,
     classification_runner,
@@ -329,7 +328,7 @@ def tree_ensemble_classifier_v1(
     )
 
 
-@op("TreeEnsemble", since=5, domain=ML)
+@op("TreeEnsemble", since=5, domain=ML, prepare=prepare_tree)
 def tree_ensemble(
     x: np.ndarray,
     *,
@@ -349,12 +348,15 @@ def tree_ensemble(
     nodes_truenodeids: Sequence[int],
     post_transform: int = 0,
     tree_roots: Sequence[int],
+    prepared: TreeState | None = None,
 ) -> np.ndarray:
     """(N, F) -> (N, n_targets) in X's dtype.
 
     aggregate_function 0-3 = AVERAGE, SUM, MIN, MAX; post_transform 0-4 = NONE,
     SOFTMAX, LOGISTIC, SOFTMAX_ZERO, PROBIT (TreeEnsemble-5 spec).
     """
+    if prepared is not None and prepared.runner is not None:
+        return prepared.runner(as_rows(x, "TreeEnsemble")).astype(x.dtype)
     if aggregate_function not in (AVERAGE, SUM, MIN, MAX):
         raise ValueError(f"TreeEnsemble: aggregate_function must be 0-3, got {aggregate_function}")
     if not 0 <= post_transform < len(_V5_POST):
@@ -377,15 +379,7 @@ def tree_ensemble(
         leaf_weights,
         n_targets,
     )
-    rows = as_rows(x, "TreeEnsemble")
-    scores, _ = predict_forest(
-        forest, rows.astype(np.float32) if rows.dtype == np.float16 else rows, aggregate_function
-    )
-    if aggregate_function == AVERAGE:
-        scores = scores / forest.n_trees
-    post = _V5_POST[post_transform]
-    if scores.shape[1] == 1:
-        out = probit(scores) if post == "PROBIT" else scores
-    else:
-        out = transform_scores(scores, post)
-    return out.astype(x.dtype)
+    runner = ForestRunner(forest, aggregate_function, _V5_POST[post_transform])
+    if prepared is not None:
+        prepared.runner = runner
+    return runner(as_rows(x, "TreeEnsemble")).astype(x.dtype)

@@ -19,8 +19,16 @@ from onnxexec.kernels.ml.tree_scores import (
     predict_classes,
     predict_targets,
 )
-from onnxexec.kernels.ml.trees import AVERAGE, SUM, Forest, checked_rows, wants_parallel
-from onnxexec.ops.ml_common import POST_TRANSFORMS
+from onnxexec.kernels.ml.trees import (
+    AVERAGE,
+    SUM,
+    Forest,
+    checked_rows,
+    predict,
+    predict_forest,
+    wants_parallel,
+)
+from onnxexec.ops.ml_common import POST_TRANSFORMS, probit, transform_scores
 
 _NO_BASE = np.zeros(0, np.float32)
 
@@ -139,6 +147,48 @@ def classification_runner(
     """classification_scores' (pick, scores) bound to one node (TreeRunner)."""
     options = (_base32(base), binary_case, all_positive, POST_TRANSFORMS.index(post))
     return TreeRunner(forest, True, options)
+
+
+class ForestRunner:
+    """TreeEnsemble-5 (ai.onnx.ml opset 5) bound to one forest: predict_forest's
+    float64 sums with the forest arrays bound once and the compiled overload looked
+    up once (as TreeRunner), then the same numpy averaging and post transform as
+    the unprepared handler, so the same bits."""
+
+    __slots__ = ("aggregate", "args", "fn", "fn_key", "forest", "post")
+
+    def __init__(self, forest: Forest, aggregate: int, post: str) -> None:
+        f = forest
+        self.forest, self.aggregate, self.post = forest, aggregate, post
+        self.args = (f.roots, f.uniform_mode, f.branch_feature, f.threshold, f.true_child,
+                     f.false_child, f.missing_true, f.packed, f.members, f.weight_target,
+                     f.weight_value, aggregate)  # fmt: skip
+        self.fn: Any = None
+        self.fn_key: Any = None
+
+    def _sums(self, x: np.ndarray) -> np.ndarray:
+        f = self.forest
+        if wants_parallel(f, x.shape[0]):
+            return predict_forest(f, x, self.aggregate)[0]
+        x = checked_rows(f, x)
+        out = np.zeros((x.shape[0], f.n_targets), dtype=np.float64)
+        has = np.zeros((x.shape[0], f.n_targets), dtype=np.bool_)
+        args = (x, *self.args, out, has)
+        key = (x.dtype, x.flags.num)
+        if key != self.fn_key:
+            self.fn = getattr(predict, "linked", lambda a: None)(args) or predict
+            self.fn_key = key
+        self.fn(*args)
+        return out
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """(N, F) rows -> (N, n_targets) float64 scores (float16 rows read as float32)."""
+        scores = self._sums(x.astype(np.float32) if x.dtype == np.float16 else x)
+        if self.aggregate == AVERAGE:
+            scores = scores / self.forest.n_trees
+        if scores.shape[1] == 1:  # one target: only PROBIT applies
+            return probit(scores) if self.post == "PROBIT" else scores
+        return transform_scores(scores, self.post)
 
 
 class TreeState:

@@ -137,6 +137,102 @@ def _resize_axis(
     return y
 
 
+def _replication_factor(idx: np.ndarray, in_len: int) -> int:
+    """k when the nearest index table is arange(k * in_len) // k (each source
+    element repeated k times in order), else 0. Decided from the table itself, so
+    every coordinate_transformation_mode / nearest_mode that lands on plain
+    replication takes the fast path and the result stays identical."""
+    out_len = idx.size
+    if in_len == 0 or out_len % in_len:
+        return 0
+    k = out_len // in_len
+    return k if np.array_equal(idx, np.arange(out_len) // k) else 0
+
+
+def _resize_nearest(
+    x: np.ndarray,
+    out_shape: Sequence[int],
+    scales: Sequence[float],
+    roi: Sequence[float] | None,
+    o: _Opts,
+) -> np.ndarray:
+    """Nearest resize: axes whose index table is a general gather use np.take; the
+    axes that are integer replications (the x2 upsamplings of FPN / U-Net heads) are
+    done together as one broadcast copy, x[:, None] broadcast to k and reshaped,
+    instead of a fancy-index gather per axis."""
+    r = x.ndim
+    y = x
+    reps = [1] * r
+    for ax in range(r):
+        ax_roi = (float(roi[ax]), float(roi[r + ax])) if roi is not None else None
+        trivial_roi = o.ctm != "tf_crop_and_resize" or ax_roi in (None, (0.0, 1.0))
+        if out_shape[ax] == x.shape[ax] and scales[ax] == 1.0 and trivial_roi:
+            continue
+        in_len, out_len = x.shape[ax], int(out_shape[ax])
+        coords, outside = _source_coords(o.ctm, in_len, out_len, float(scales[ax]), ax_roi)
+        idx = np.clip(_nearest_index(coords, o.nearest_mode, float(scales[ax])), 0, in_len - 1)
+        k = _replication_factor(idx, in_len) if outside is None or not outside.any() else 0
+        if k:
+            reps[ax] = k
+        else:
+            y = _resize_axis(y, ax, out_len, float(scales[ax]), ax_roi, o)
+    return _replicate(y, reps) if any(k > 1 for k in reps) else y
+
+
+# Output bytes per block of _replicate: the block's writes and its copy-back of the
+# first slot stay in a core's L2 (1 MB on the Zen 4 this was measured on) instead of
+# streaming the whole output through memory once per slot.
+_BLOCK_BYTES = 512 * 1024
+
+
+def _replicate(y: np.ndarray, reps: Sequence[int]) -> np.ndarray:
+    """np.repeat of every axis by reps[ax], as strided block copies into an output
+    viewed as (n0, k0, n1, k1, ...): the innermost replicated axis gets k strided
+    assignments of y, every outer one copies its first slot to the other k - 1.
+    The axes before the first replicated one are cut into blocks of ~_BLOCK_BYTES
+    output. ~1.5-2x faster than np.take per axis on feature maps up to a few MB;
+    memory-bound (about even with np.take) beyond."""
+    first_rep = min(ax for ax, k in enumerate(reps) if k > 1)
+    lead = int(np.prod(y.shape[:first_rep], dtype=np.int64))
+    inner_shape, inner_reps = y.shape[first_rep:], reps[first_rep:]
+    out_shape = [n * k for n, k in zip(y.shape, reps, strict=True)]
+    src = y.reshape(lead, *inner_shape)
+    dst = np.empty([lead, *out_shape[first_rep:]], y.dtype)
+    per_lead = max(dst[:1].nbytes, 1)
+    step = max(1, _BLOCK_BYTES // per_lead)
+    for b in range(0, lead, step):
+        _replicate_into(src[b : b + step], inner_reps, dst[b : b + step])
+    return dst.reshape(out_shape)
+
+
+def _replicate_into(y: np.ndarray, inner_reps: Sequence[int], out: np.ndarray) -> None:
+    """_replicate of y (leading block axis, then the axes of inner_reps) into out."""
+    reps = [1, *inner_reps]
+    rep_axes = [ax for ax, k in enumerate(reps) if k > 1]
+    shape: list[int] = []
+    slot: dict[int, int] = {}  # axis -> position of its k dimension in `shape`
+    for ax, n in enumerate(y.shape):
+        shape.append(n)
+        if reps[ax] > 1:
+            slot[ax] = len(shape)
+            shape.append(reps[ax])
+    o = out.reshape(shape)
+    first: list[int | slice] = [slice(None)] * len(shape)
+    for ax in rep_axes:
+        first[slot[ax]] = 0
+    inner = rep_axes[-1]
+    for j in range(reps[inner]):
+        first[slot[inner]] = j
+        o[tuple(first)] = y
+    first[slot[inner]] = slice(None)
+    for ax in reversed(rep_axes[:-1]):
+        src = tuple(first)
+        for j in range(1, reps[ax]):
+            first[slot[ax]] = j
+            o[tuple(first)] = o[src]
+        first[slot[ax]] = slice(None)
+
+
 def _to_dtype(y: np.ndarray, dt: np.dtype) -> np.ndarray:
     if y.dtype == dt:
         return y
@@ -156,9 +252,8 @@ def resize_nd(
     """Resize every axis whose size, scale or roi changes; roi is [starts..., ends...]."""
     r = x.ndim
     if o.mode == "nearest":
-        y = x
-    else:
-        y = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
+        return _resize_nearest(x, out_shape, scales, roi, o)
+    y = x.astype(np.float64 if x.dtype == np.float64 else np.float32)
     for ax in range(r):
         ax_roi = (float(roi[ax]), float(roi[r + ax])) if roi is not None else None
         trivial_roi = o.ctm != "tf_crop_and_resize" or ax_roi in (None, (0.0, 1.0))

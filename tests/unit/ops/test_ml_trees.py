@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto as T
+from onnx import numpy_helper
 
 from onnxexec.kernels.ml.trees import predict_forest
 from onnxexec.ops import ml_tree
@@ -328,5 +329,65 @@ def test_prepared_runs_match_unprepared_bits_at_every_row_count(kind):
         fresh = InferenceSession(model).run(None, {"X": x})
         for g, f in zip(got, fresh, strict=True):
             np.testing.assert_array_equal(g, f)
+        ref, _ = _both(model, {"X": x})
+        _assert_same(ref, got)
+
+
+def _random_v5_forest(rng, n_trees, n_feat, n_targets, depth):
+    """TreeEnsemble-5 attributes of full random trees: interior nodes numbered in
+    pre-order across the forest, a child is a node index or (leaf flag) a leaf index."""
+    a = {k: [] for k in ("roots", "feat", "split", "t", "tl", "f", "fl", "tid", "w")}
+
+    def grow(d):
+        if d == depth:  # a leaf
+            a["tid"].append(int(rng.integers(n_targets)))
+            a["w"].append(float(rng.normal()))
+            return len(a["w"]) - 1, 1
+        i = len(a["feat"])
+        a["feat"].append(int(rng.integers(n_feat)))
+        a["split"].append(float(rng.normal()))
+        for k in ("t", "tl", "f", "fl"):
+            a[k].append(0)
+        a["t"][i], a["tl"][i] = grow(d + 1)
+        a["f"][i], a["fl"][i] = grow(d + 1)
+        return i, 0
+
+    for _ in range(n_trees):
+        a["roots"].append(grow(0)[0])
+    n = len(a["feat"])
+    return dict(
+        n_targets=n_targets,
+        tree_roots=a["roots"],
+        nodes_modes=np.zeros(n, np.uint8),  # BRANCH_LEQ
+        nodes_featureids=a["feat"],
+        nodes_splits=np.array(a["split"], np.float32),
+        nodes_truenodeids=a["t"],
+        nodes_trueleafs=a["tl"],
+        nodes_falsenodeids=a["f"],
+        nodes_falseleafs=a["fl"],
+        leaf_targetids=a["tid"],
+        leaf_weights=np.array(a["w"], np.float32),
+    )
+
+
+@pytest.mark.parametrize("aggregate,n_targets", [(0, 3), (1, 1), (2, 2), (3, 3)])
+def test_tree_ensemble_v5_prepared_runs_match_unprepared_bits_and_onnxruntime(aggregate, n_targets):
+    """TreeEnsemble-5's prepared ForestRunner over 1, 3, 40 and 5000 rows against a
+    fresh session's first run (the unprepared path, bit for bit) and onnxruntime."""
+    from onnxexec import InferenceSession
+
+    rng = np.random.default_rng(17 + aggregate)
+    attrs = _random_v5_forest(rng, 30, 5, n_targets, depth=4)
+    for k in ("nodes_modes", "nodes_splits", "leaf_weights"):  # TENSOR attributes
+        attrs[k] = numpy_helper.from_array(attrs[k])
+    model = _model(
+        "TreeEnsemble", [_ti("X")], [_ti("Y")], ml_opset=5, aggregate_function=aggregate, **attrs
+    )
+    sess = InferenceSession(model)
+    for n in (1, 3, 40, 5000, 1):
+        x = rng.normal(size=(n, 5)).astype(np.float32)
+        got = sess.run(None, {"X": x})
+        fresh = InferenceSession(model).run(None, {"X": x})
+        np.testing.assert_array_equal(got[0], fresh[0])
         ref, _ = _both(model, {"X": x})
         _assert_same(ref, got)

@@ -203,3 +203,43 @@ def test_resize_v11_and_v10_and_upsample():
         "Resize", [x[..., :1, :], np.array([1, 1, 1, 2], np.float32)], opset=10, mode="linear"
     )
     np.testing.assert_allclose(yl.reshape(-1), [1, 1.5, 2, 2])
+
+
+NEAREST_CTMS = ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"]
+
+
+@pytest.mark.parametrize("ctm", NEAREST_CTMS)
+@pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor"])
+@pytest.mark.parametrize("scales", [(2.0, 2.0), (3.0, 1.0), (2.0, 1.5), (0.5, 2.0)])
+def test_nearest_replication_fast_path_matches_onnxruntime(ctm, nearest_mode, scales):
+    # integer factors take the broadcast-copy path when the index table is plain
+    # replication (half_pixel / asymmetric at x2); align_corners or a 1.5 factor do not
+    x = np.random.default_rng(5).standard_normal((2, 3, 4, 6)).astype(np.float32)
+    ins = [x, None, np.array([1, 1, *scales], np.float32)]
+    attrs = {"mode": "nearest", "coordinate_transformation_mode": ctm, "nearest_mode": nearest_mode}
+    (y,) = run_node("Resize", ins, opset=13, **attrs)
+    (ref,) = run_ort("Resize", ins, opset=13, **attrs)
+    np.testing.assert_array_equal(y, ref)
+
+
+def test_nearest_x2_asymmetric_floor_is_np_repeat():
+    x = np.arange(2 * 3 * 5, dtype=np.int64).reshape(1, 2, 3, 5)
+    ins = [x, None, np.array([1, 1, 2, 2], np.float32)]
+    (y,) = run_node(
+        "Resize", ins, opset=13, coordinate_transformation_mode="asymmetric", nearest_mode="floor"
+    )
+    assert y.dtype == np.int64 and y.flags.c_contiguous
+    np.testing.assert_array_equal(y, np.repeat(np.repeat(x, 2, axis=2), 2, axis=3))
+
+
+@pytest.mark.parametrize("reps", [(2, 1, 3, 2), (1, 4, 1, 1), (3, 2, 2, 5), (1, 1, 1, 2)])
+@pytest.mark.parametrize("block_bytes", [1, 300, 1 << 20])  # 1 B: a block per leading index
+def test_replicate_matches_np_repeat(reps, block_bytes, monkeypatch):
+    from onnxexec.ops import resize
+
+    monkeypatch.setattr(resize, "_BLOCK_BYTES", block_bytes)
+    x = np.random.default_rng(1).standard_normal((2, 3, 4, 5))
+    ref = x
+    for ax, k in enumerate(reps):
+        ref = np.repeat(ref, k, axis=ax)
+    np.testing.assert_array_equal(resize._replicate(x, reps), ref)
