@@ -14,6 +14,7 @@ from onnxexec.errors import NodeExecutionError, OnnxExecError
 from onnxexec.ir.graph import Graph
 from onnxexec.ops.elementwise import FP_QUIET
 from onnxexec.runtime import shape_check
+from onnxexec.runtime.fastpath import F32
 from onnxexec.runtime.plan import GraphPlan, Step
 from onnxexec.runtime.schedule import Body, Entry, schedule_of, schedule_of_step
 from onnxexec.runtime.threads import begin_run, end_run
@@ -99,6 +100,7 @@ def execute(
     plan: GraphPlan, inputs: Any, outer: Mapping[str, Any] | None = None, profiler: Any = None
 ) -> list[Any]:
     """Run `plan`. `inputs` is positional (subgraphs) or a name->value mapping."""
+    schedule = schedule_of(plan)  # first: it may pre-place constants in the template
     vals = plan.template.copy()
     # A trailing None slot: an omitted input (slot -1) reads it as vals[-1].
     vals.append(None)
@@ -124,7 +126,7 @@ def execute(
             if debug or profiler is not None or check is not None:
                 _run_instrumented(plan, vals, debug, profiler, check)
             else:
-                _run(schedule_of(plan), vals)
+                _run(schedule, vals)
     finally:
         FP_QUIET.reset(quiet)
         end_run(run)
@@ -134,10 +136,31 @@ def execute(
 def _run(schedule: list[Entry], vals: list[Any]) -> None:
     """The plain loop over a compiled schedule: call, store, drop dead values. One try
     around all steps (free in CPython 3.11+); a failure is reported against the step
-    that raised."""
+    that raised.
+
+    A step with a direct float32 call (fastpath.py) takes it when its inputs are
+    float32 ndarrays: the type and dtype checks cost less than the handler's wrapping.
+    """
+    nd = np.ndarray
+    f32 = F32
+    asarray = np.asarray
     step: Step | None = None
     try:
-        for fn, n_in, i0, i1, ins, kwargs, out, free, bodies, step in schedule:
+        for fn, n_in, i0, i1, ins, kwargs, out, free, bodies, step, fast in schedule:
+            if fast is not None:
+                a = vals[i0]
+                if type(a) is nd and a.dtype is f32:
+                    if n_in == 1:
+                        result = fast(a)
+                    else:
+                        b = vals[i1]
+                        result = fast(a, b) if type(b) is nd and b.dtype is f32 else None
+                    if result is not None:
+                        # a 0-d result comes back as a numpy scalar (elementwise.narrow)
+                        vals[out] = result if type(result) is nd else asarray(result)
+                        for s in free:
+                            vals[s] = None
+                        continue
             if kwargs is None:
                 if n_in == 1:
                     result = fn(vals[i0])

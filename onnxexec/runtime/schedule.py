@@ -5,7 +5,13 @@ Per step: the handler, the number of inputs and the first two input slots (one a
 inputs are called spelled out: a comprehension costs more than most tiny ops), every
 input slot, the keyword arguments (None when there are none, so the call skips `**`),
 the output slot when the node has exactly one, the slots that die after it, the
-compiled bodies of its subgraphs, and the Step itself (errors, debug, profiling).
+compiled bodies of its subgraphs, the Step itself (errors, debug, profiling) and the
+direct float32 call of a tiny elementwise op (fastpath.py; None for the others).
+
+A Constant node's value is computed here once and pre-placed in the plan's slot
+template, as an initializer is, when the handler hands back memory the node's
+attributes hold (so output ownership already treats it as the session's): the node
+then takes no step of the schedule.
 
 A body is compiled once with its parent: its plan, where each outer-scope value it
 reads comes from in the parent's slots, its positional input slots and its outputs.
@@ -18,10 +24,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from onnxexec.runtime.fastpath import fast_fn
+from onnxexec.runtime.ownership import memory_root
+
 if TYPE_CHECKING:
     from onnxexec.runtime.plan import GraphPlan, Step
 
-# (fn, n_in, i0, i1, ins, kwargs | None, out, free, bodies | None, step)
+# (fn, n_in, i0, i1, ins, kwargs | None, out, free, bodies | None, step, fast | None)
 Entry = tuple[Any, ...]
 
 
@@ -51,7 +62,25 @@ def _entry(step: Step) -> Entry:
     bodies = schedule_of_step(step) if "run_graph" in step.handler.wants else None
     # kwargs stays the Step's own dict object (ownership.py reads the same values)
     kwargs = step.kwargs if step.kwargs or bodies is not None else None
-    return (step.handler.fn, len(ins), first, second, ins, kwargs, single, step.free, bodies, step)
+    fast = fast_fn(step.handler, len(ins), kwargs) if single >= 0 else None
+    if fast is not None and min(ins) < 0:  # an omitted input: the handler decides
+        fast = None
+    fn = step.handler.fn
+    return (fn, len(ins), first, second, ins, kwargs, single, step.free, bodies, step, fast)
+
+
+def _held_constant(step: Step) -> Any:
+    """A Constant node's value when it is an array its attributes hold, else None."""
+    if step.node.op_type != "Constant" or step.node.domain or step.ins or len(step.outs) != 1:
+        return None
+    try:
+        v = step.handler.fn(**step.kwargs)
+    except Exception:  # reported by the node's own step when it runs
+        return None
+    held = {id(memory_root(a)) for a in step.kwargs.values() if isinstance(a, np.ndarray)}
+    if isinstance(v, np.ndarray) and id(memory_root(v)) in held:
+        return v
+    return None
 
 
 def schedule_of_step(step: Step) -> dict[int, Body]:
@@ -63,8 +92,19 @@ def schedule_of_step(step: Step) -> dict[int, Body]:
 
 
 def schedule_of(plan: GraphPlan) -> list[Entry]:
-    """`plan`'s compiled schedule, built on first use and kept on the plan."""
+    """`plan`'s compiled schedule, built on first use and kept on the plan. It may
+    pre-place constants in `plan.template`: copy the template after calling this."""
     sched = plan.schedule
     if sched is None:
-        sched = plan.schedule = [_entry(st) for st in plan.steps]
+        sched = []
+        fed = {*plan.input_slots.values(), *plan.outer_slots.values()}
+        for st in plan.steps:
+            v = _held_constant(st)
+            # pre-placed only when no feed, outer value or initializer has that slot
+            s = st.outs[0]
+            if v is not None and s >= 0 and plan.template[s] is None and s not in fed:
+                plan.template[st.outs[0]] = v
+                continue
+            sched.append(_entry(st))
+        plan.schedule = sched
     return sched
