@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import nullcontext
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -12,6 +14,7 @@ import numpy as np
 from onnxexec.kernels.math.ewise import NUMPY_FNS, run, run_reference
 from onnxexec.kernels.math.special import erf
 from onnxexec.ops.activation import _sigmoid
+from onnxexec.ops.elementwise import FP_QUIET
 from onnxexec.ops.registry import op
 
 
@@ -38,37 +41,75 @@ _SMALL = 2048
 
 
 # the reference table, with the unfused handlers' sigmoid (stable: no early underflow
-# for x < -88, as the numba kernel) and erf in float32
-_NUMPY_OPS: dict[int, Callable[..., Any]] = {**cast(dict, NUMPY_FNS), 13: _sigmoid, 18: erf}
+# for x < -88, as the numba kernel) and erf in float32; Relu's 0 bound ahead (C call)
+_NUMPY_OPS: dict[int, Callable[..., Any]] = {
+    **cast(dict, NUMPY_FNS),
+    12: partial(np.maximum, np.float32(0)),
+    13: _sigmoid,
+    18: erf,
+}
+
+_F32 = np.dtype(np.float32)
+
+# (ufunc, dst, a, b or -1 for a unary op) per instruction, the constants as float32,
+# the register count: what the numpy path reads, decoded once per node
+Compiled = tuple[tuple[tuple[Callable[..., Any], int, int, int], ...], tuple[Any, ...], int]
 
 
-def _small(inputs: tuple[np.ndarray, ...], program, constants, result, out_shape) -> np.ndarray:
+def _compile(_consts: tuple[Any, ...], attrs: dict[str, Any]) -> Compiled:
+    """The prepare hook (ops/registry.py): the program decoded for `_small`."""
+    program = attrs["program"]
+    steps = tuple(
+        (_NUMPY_OPS[program[q]], program[q + 1], program[q + 2], program[q + 3])
+        if program[q] < 10
+        else (_NUMPY_OPS[program[q]], program[q + 1], program[q + 2], -1)
+        for q in range(0, len(program), 4)
+    )
+    consts = tuple(np.float32(c) for c in attrs.get("constants", ()))
+    return steps, consts, max(program[1::4], default=0) + 1
+
+
+def _small(
+    inputs: tuple[np.ndarray, ...], compiled: Compiled, result: int, out_shape: tuple
+) -> np.ndarray:
     """The program on float32 numpy arrays (numpy broadcasting, one ufunc per op)."""
-    regs: list = [*inputs, *(np.float32(c) for c in constants)]
-    regs += [None] * (max(program[1::4], default=0) + 1 - len(regs))
-    with np.errstate(all="ignore"):
-        for q in range(0, len(program), 4):
-            code, o, a, b = program[q : q + 4]
-            fn = _NUMPY_OPS[code]
-            regs[o] = fn(regs[a], regs[b]) if code < 10 else fn(regs[a])
-    y = np.broadcast_to(regs[result], out_shape)
-    # a fresh float32 array (a register may be an input itself, or float64 from erf)
-    return np.array(y, dtype=np.float32)
+    steps, consts, n_regs = compiled
+    regs: list = [*inputs, *consts]
+    fixed = len(regs)
+    regs += [None] * (n_regs - fixed)
+    with nullcontext() if FP_QUIET.get() else np.errstate(all="ignore"):
+        for fn, o, a, b in steps:
+            regs[o] = fn(regs[a]) if b < 0 else fn(regs[a], regs[b])
+    y = regs[result]
+    # an instruction's result is a fresh array: handed out as it is when it has the
+    # node's shape and type (a register may be an input, a scalar, or float64 from erf)
+    if result >= fixed and type(y) is np.ndarray and y.dtype is _F32 and y.shape == out_shape:
+        return y
+    return np.array(np.broadcast_to(y, out_shape), dtype=np.float32)
 
 
-@op("FusedElementwise", 1, domain="onnxexec")
+def _out_shape(inputs: tuple[np.ndarray, ...]) -> tuple[int, ...]:
+    # np.broadcast is C (up to 64 operands); np.broadcast_shapes builds Python objects
+    if 1 < len(inputs) <= 32:
+        return np.broadcast(*inputs).shape
+    return np.broadcast_shapes(*(x.shape for x in inputs))
+
+
+@op("FusedElementwise", 1, domain="onnxexec", prepare=_compile)
 def fused_elementwise(
     *inputs: np.ndarray,
     program: tuple[int, ...],
     constants: tuple[float, ...] = (),
     result: int = 0,
     registers: int = 0,
+    prepared: Compiled | None = None,
 ) -> np.ndarray:
     """Apply the register program (op, dst, a, b quadruples) to the broadcast inputs."""
-    out_shape = np.broadcast_shapes(*(x.shape for x in inputs))
+    out_shape = _out_shape(inputs)
     small = math.prod(out_shape) <= _SMALL and len(program) // 4 <= 32 + 8 * len(inputs)
     if small and all(x.dtype == np.float32 for x in inputs):
-        return _small(inputs, program, constants, result, out_shape)
+        compiled = prepared or _compile((), {"program": program, "constants": constants})
+        return _small(inputs, compiled, result, out_shape)
     prog = np.asarray(program, dtype=np.int64).reshape(-1, 4)
     consts = np.asarray(constants, dtype=np.float32)
     rows = [_as_rows(x, out_shape) for x in inputs]

@@ -12,6 +12,7 @@ import numpy as np
 
 from onnxexec.errors import NodeExecutionError, OnnxExecError
 from onnxexec.ir.graph import Graph
+from onnxexec.ops.control_flow import if_
 from onnxexec.ops.elementwise import FP_QUIET
 from onnxexec.runtime import shape_check
 from onnxexec.runtime.fastpath import F32
@@ -57,6 +58,17 @@ def _run_body(bodies: dict[int, Body], vals: list[Any], graph: Graph, *inputs: A
     else:
         _run(body.schedule, bvals)
     return [bvals[s] for s in body.outputs]
+
+
+def _run_branch(body: Body, vals: list[Any]) -> tuple[Any, ...]:
+    """An If branch run in the parent's loop (no run_graph closure, no handler call):
+    what ops/control_flow.if_ does through `_run_body`."""
+    bvals = body.plan.template.copy()
+    bvals.append(None)
+    for dst, src in body.outer:
+        bvals[dst] = vals[src]
+    _run(body.schedule, bvals)
+    return tuple([bvals[s] for s in body.outputs])
 
 
 def _call(step: Step, vals: list[Any]) -> Any:
@@ -140,6 +152,7 @@ def _run(schedule: list[Entry], vals: list[Any]) -> None:
 
     A step with a direct float32 call (fastpath.py) takes it when its inputs are
     float32 ndarrays: the type and dtype checks cost less than the handler's wrapping.
+    An If with a one-element ndarray condition runs its branch's schedule here.
     """
     nd = np.ndarray
     f32 = F32
@@ -170,6 +183,14 @@ def _run(schedule: list[Entry], vals: list[Any]) -> None:
                     result = fn(*[vals[s] for s in ins])
             else:
                 if bodies is not None:
+                    if fn is if_:
+                        c = vals[i0]
+                        if type(c) is nd and c.size == 1:  # else the handler decides
+                            branch = kwargs["then_branch"] if c else kwargs["else_branch"]
+                            _store(step, vals, _run_branch(bodies[id(branch)], vals))
+                            for s in free:
+                                vals[s] = None
+                            continue
                     kwargs = dict(kwargs, run_graph=partial(_run_body, bodies, vals))
                 if n_in == 1:
                     result = fn(vals[i0], **kwargs)

@@ -37,6 +37,12 @@ _BINARY: dict[str, Callable[..., Any]] = {
     "Sub": np.subtract,
     "Mul": np.multiply,
     "Div": np.true_divide,  # float Div is true division (math._div)
+    # comparisons give bool (logic._as_bool); on floats Equal is ==
+    "Equal": np.equal,
+    "Greater": np.greater,
+    "Less": np.less,
+    "GreaterOrEqual": np.greater_equal,
+    "LessOrEqual": np.less_equal,
 }
 
 # The handlers' own functions for float32 (elementwise._UNARY, activation.py), minus
