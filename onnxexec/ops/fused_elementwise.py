@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextlib import nullcontext
-from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -41,13 +40,8 @@ _SMALL = 2048
 
 
 # the reference table, with the unfused handlers' sigmoid (stable: no early underflow
-# for x < -88, as the numba kernel) and erf in float32; Relu's 0 bound ahead (C call)
-_NUMPY_OPS: dict[int, Callable[..., Any]] = {
-    **cast(dict, NUMPY_FNS),
-    12: partial(np.maximum, np.float32(0)),
-    13: _sigmoid,
-    18: erf,
-}
+# for x < -88, as the numba kernel) and erf in float32
+_NUMPY_OPS: dict[int, Callable[..., Any]] = {**cast(dict, NUMPY_FNS), 13: _sigmoid, 18: erf}
 
 _F32 = np.dtype(np.float32)
 

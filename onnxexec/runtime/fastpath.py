@@ -17,7 +17,6 @@ plus ReduceSum / ReduceMean over all axes with their attributes bound here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -31,6 +30,15 @@ from onnxexec.ops.registry import Handler
 # object per native builtin type, so a byte-swapped or subclass array fails the check
 # and takes the handler).
 F32 = np.dtype(np.float32)
+
+_ZERO32 = np.float32(0)
+
+
+def _relu32(x: np.ndarray) -> Any:
+    # x first, as activation._relu: np.maximum returns its first operand on a tie, so
+    # Relu(-0.0) stays -0.0 as the handler (and the fused kernels) give it
+    return np.maximum(x, _ZERO32)
+
 
 _BINARY: dict[str, Callable[..., Any]] = {
     "Add": np.add,
@@ -54,8 +62,7 @@ _UNARY_FAST.update(
     {
         "Tanh": np.tanh,
         "Sigmoid": _sigmoid,  # the stable form the handler applies
-        # max(0, x) as maximum(0, x): NaN propagates either way, bound in C (no frame)
-        "Relu": partial(np.maximum, np.float32(0)),
+        "Relu": _relu32,
     }
 )
 
@@ -74,7 +81,8 @@ def _reduce_all(handler: Handler, kwargs: dict[str, Any]) -> Callable[..., Any] 
     if kwargs.get("noop_with_empty_axes"):
         return None
     keep = bool(kwargs.get("keepdims", 1))
-    fn, add, f64 = handler.fn, np.add.reduce, np.float64
+    fn, f64 = handler.fn, np.float64
+    add: Any = np.add.reduce  # positional keepdims (numpy's stubs type it by keyword)
 
     def reduce_all(x: np.ndarray) -> Any:
         if x.size >= _FAST_MIN:
