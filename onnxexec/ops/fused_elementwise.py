@@ -52,7 +52,7 @@ Compiled = tuple[tuple[tuple[Callable[..., Any], int, int, int], ...], tuple[Any
 
 def _compile(_consts: tuple[Any, ...], attrs: dict[str, Any]) -> Compiled:
     """The prepare hook (ops/registry.py): the program decoded for `_small`."""
-    program = attrs["program"]
+    program = attrs.get("program", ())  # missing: the planner reports the attribute
     steps = tuple(
         (_NUMPY_OPS[program[q]], program[q + 1], program[q + 2], program[q + 3])
         if program[q] < 10
