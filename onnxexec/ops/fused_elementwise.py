@@ -50,13 +50,30 @@ _F32 = np.dtype(np.float32)
 Compiled = tuple[tuple[tuple[Callable[..., Any], int, int, int], ...], tuple[Any, ...], int]
 
 
+def _sigmoid_fn() -> Callable[[Any], Any]:
+    """Sigmoid for `_small`: the compiled float32 form (kernels/math/sigmoid.py, the
+    same float64 formula as `_sigmoid`, ~5x cheaper on a tiny row) for float32 arrays;
+    a scalar or a float64 register (after Erf) takes `_sigmoid` as before."""
+    from onnxexec.kernels.math.sigmoid import sigmoid32
+
+    nd = np.ndarray
+
+    def sigmoid(x: Any) -> Any:
+        return sigmoid32(x) if type(x) is nd and x.dtype is _F32 else _sigmoid(x)
+
+    return sigmoid
+
+
 def _compile(_consts: tuple[Any, ...], attrs: dict[str, Any]) -> Compiled:
     """The prepare hook (ops/registry.py): the program decoded for `_small`."""
     program = attrs.get("program", ())  # missing: the planner reports the attribute
+    table = _NUMPY_OPS
+    if 13 in program[0::4]:
+        table = {**_NUMPY_OPS, 13: _sigmoid_fn()}
     steps = tuple(
-        (_NUMPY_OPS[program[q]], program[q + 1], program[q + 2], program[q + 3])
+        (table[program[q]], program[q + 1], program[q + 2], program[q + 3])
         if program[q] < 10
-        else (_NUMPY_OPS[program[q]], program[q + 1], program[q + 2], -1)
+        else (table[program[q]], program[q + 1], program[q + 2], -1)
         for q in range(0, len(program), 4)
     )
     consts = tuple(np.float32(c) for c in attrs.get("constants", ()))
