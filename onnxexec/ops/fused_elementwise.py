@@ -39,11 +39,23 @@ def _as_rows(x: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
 _SMALL = 2048
 
 
+_F32 = np.dtype(np.float32)
+_ZERO32 = np.float32(0)
+
+
+def _relu(x: Any) -> Any:
+    # the reference's np.maximum(x, 0) without converting the Python 0 on every call
+    return np.maximum(x, _ZERO32)
+
+
 # the reference table, with the unfused handlers' sigmoid (stable: no early underflow
 # for x < -88, as the numba kernel) and erf in float32
-_NUMPY_OPS: dict[int, Callable[..., Any]] = {**cast(dict, NUMPY_FNS), 13: _sigmoid, 18: erf}
-
-_F32 = np.dtype(np.float32)
+_NUMPY_OPS: dict[int, Callable[..., Any]] = {
+    **cast(dict, NUMPY_FNS),
+    12: _relu,
+    13: _sigmoid,
+    18: erf,
+}
 
 # (ufunc, dst, a, b or -1 for a unary op) per instruction, the constants as float32,
 # the register count: what the numpy path reads, decoded once per node

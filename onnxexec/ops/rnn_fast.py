@@ -49,7 +49,7 @@ def prepare(op_type: str, consts: tuple[Any, ...], attrs: dict[str, Any]) -> Pre
         return None
     work = w.dtype
     hid = r.shape[-1]
-    dirs = []
+    dirs: list[tuple[Any, ...]] = []
     for d in range(w.shape[0]):
         rd = r[d].astype(work, copy=False)
         if b is None:
