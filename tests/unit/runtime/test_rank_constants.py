@@ -1,7 +1,8 @@
-"""schedule._rank_constants: a binary fast call with a lower-rank constant operand
-reads it padded to the other operand's rank. Results against onnxruntime (IEEE
-arithmetic: bit for bit) on both operand sides, in an If branch, and a fed initializer
-keeps its fed value."""
+"""Lower-rank constant operands read padded to the other operand's rank: at level 0
+schedule._rank_constants (binary fast calls), at level 99 FusedElementwise's numpy
+path (ops/fused_elementwise._padded). Results against onnxruntime (IEEE arithmetic:
+bit for bit) on both operand sides, in an If branch, and a fed initializer keeps its
+fed value."""
 
 from __future__ import annotations
 
@@ -54,29 +55,36 @@ def _model(fed_w: bool) -> bytes:
     return m.SerializeToString()
 
 
+@pytest.mark.parametrize("level", [0, 99])
 @pytest.mark.parametrize("cond", [True, False])
-def test_padded_constants_match_onnxruntime_bit_for_bit(cond: bool) -> None:
+def test_padded_constants_match_onnxruntime_bit_for_bit(cond: bool, level: int) -> None:
     model = _model(fed_w=False)
     feeds = {"x": np.random.default_rng(1).standard_normal((1, 64)).astype(np.float32)}
     feeds["cond"] = np.array(cond)
-    sess = onnxexec.InferenceSession(model, onnxexec.SessionOptions(graph_optimization_level=0))
+    so = onnxexec.SessionOptions(graph_optimization_level=level)
+    sess = onnxexec.InferenceSession(model, so)
     ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
     for _ in range(2):  # the padded views are kept per rank after the first run
         got = sess.run(None, feeds)
         for g_, r_ in zip(got, ref, strict=True):
             assert g_.shape == r_.shape == (2, 1, 64)
             np.testing.assert_array_equal(g_, r_)
-    # the four binary steps at the top level read a constant: all four are wrapped
-    wrapped = [e for e in schedule_of(sess._plan) if getattr(e[10], "__name__", "") == "call"]
-    assert len(wrapped) == 4
+    sched = schedule_of(sess._plan)
+    if level == 0:  # the four binary steps at the top level read a constant: all wrapped
+        assert sum(getattr(e[10], "__name__", "") == "call" for e in sched) == 4
+    else:  # one fused chain; c1, c2 and w ([64]) padded to the output's rank 3
+        (fused,) = [e for e in sched if e[9].node.op_type == "FusedElementwise"]
+        assert len(fused[5]["prepared"][4][3]) == 3
 
 
-def test_a_fed_initializer_is_not_bound() -> None:
+@pytest.mark.parametrize("level", [0, 99])
+def test_a_fed_initializer_is_not_bound(level: int) -> None:
     model = _model(fed_w=True)
     rng = np.random.default_rng(2)
     feeds = {"x": rng.standard_normal((1, 64)).astype(np.float32), "cond": np.array(True)}
     feeds["w"] = rng.standard_normal(64).astype(np.float32)
-    sess = onnxexec.InferenceSession(model, onnxexec.SessionOptions(graph_optimization_level=0))
+    so = onnxexec.SessionOptions(graph_optimization_level=level)
+    sess = onnxexec.InferenceSession(model, so)
     ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
     for g_, r_ in zip(sess.run(None, feeds), ref, strict=True):
         np.testing.assert_array_equal(g_, r_)
