@@ -72,14 +72,17 @@ Compiled = tuple[
 
 def _sigmoid_fn() -> Callable[[Any], Any]:
     """Sigmoid for `_small`: the compiled float32 form (kernels/math/sigmoid.py, the
-    same float64 formula as `_sigmoid`, ~5x cheaper on a tiny row) for float32 arrays;
-    a scalar or a float64 register (after Erf) takes `_sigmoid` as before."""
-    from onnxexec.kernels.math.sigmoid import sigmoid32
+    same float64 formula as `_sigmoid`, ~5x cheaper on a tiny row) for float32 arrays
+    up to its SMALL; a larger one, a scalar or a float64 register (after Erf) takes
+    `_sigmoid` as before."""
+    from onnxexec.kernels.math.sigmoid import SMALL, sigmoid32
 
     nd = np.ndarray
 
     def sigmoid(x: Any) -> Any:
-        return sigmoid32(x) if type(x) is nd and x.dtype is _F32 else _sigmoid(x)
+        if type(x) is nd and x.dtype is _F32 and x.size <= SMALL:
+            return sigmoid32(x)
+        return _sigmoid(x)
 
     return sigmoid
 
