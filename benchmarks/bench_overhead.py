@@ -1,15 +1,20 @@
 """Per-node overhead: chains of tiny ops at the top level, in an If branch and in a
 Loop body, onnxexec vs onnxruntime in the same run (interleaved, 2 threads).
 
-    python benchmarks/bench_overhead.py [--sizes 100,1000] [--rounds 5] [--level 0]
-        [--where top,if,loop] [--stateful-level 99]
+    python benchmarks/bench_overhead.py [--sizes 100,1000] [--rounds 5] [--levels 0,99]
+        [--where top,if,loop,scan] [--stateful-levels 0,99] [--clock wall|cpu]
 
 Each chain applies Add (a [4] float32 constant), Relu and Mul in turn to x: float32[4],
 so every node is a kernel of well under a microsecond and the time is dispatch. Level 0
-(default) keeps the chain as built on both engines (no elementwise fusion); the If
-variant runs the chain in its then-branch, the Loop variant in a body run once. The
-table gives microseconds per node (median over rounds) and onnxexec / onnxruntime.
-A second table times models/build_stateful.py's detector (LSTM + If chain) per frame.
+keeps the chain as built on both engines (no elementwise fusion), 99 is the default
+level of both; the If variant runs the chain in its then-branch, the Loop variant in a
+body run once, the Scan variant in a body run over one element. The table gives
+microseconds per node (median over rounds) and onnxexec / onnxruntime. A second table
+times models/build_stateful.py's detector (LSTM + If chain) per frame.
+
+`--clock cpu` times with time.process_time (CPU time of all the process's threads):
+on a machine shared with other jobs a run of a few ms is preempted in most rounds,
+which wall time counts against the longer-running engine.
 """
 
 from __future__ import annotations
@@ -61,6 +66,16 @@ def chain_model(n: int, where: str) -> onnx.ModelProto:
         cond = numpy_helper.from_array(np.array(True), "cond")
         node = helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g)
         g = helper.make_graph([node], "if_chain", [_io("x")], [_io("y")], [cond])
+    elif where == "scan":
+        # state xin -> xout through the chain, one scan element (unused by the chain)
+        bn, bi = _chain_nodes(n, "xin", "xout", "s")
+        bn.append(helper.make_node("Identity", ["e"], ["eout"]))
+        body = helper.make_graph(
+            bn, "scan_body", [_io("xin"), _io("e")], [_io("xout"), _io("eout")], bi
+        )
+        inits = [numpy_helper.from_array(np.zeros((1, 4), np.float32), "elems")]
+        node = helper.make_node("Scan", ["x", "elems"], ["y", "es"], body=body, num_scan_inputs=1)
+        g = helper.make_graph([node], "scan_chain", [_io("x")], [_io("y")], inits)
     else:
         bn, bi = _chain_nodes(n, "xin", "xout", "b")
         bn.append(helper.make_node("Identity", ["cin"], ["cout"]))
@@ -107,11 +122,14 @@ def _sessions(model: bytes, level: int) -> tuple[Callable, Callable]:
     return (lambda: ox_s.run(None, feed)), (lambda: ort_s.run(None, feed))
 
 
+_CLOCK: Callable[[], float] = time.perf_counter
+
+
 def _per_call(fn: Callable, reps: int) -> float:
-    t = time.perf_counter()
+    t = _CLOCK()
     for _ in range(reps):
         fn()
-    return (time.perf_counter() - t) / reps
+    return (_CLOCK() - t) / reps
 
 
 def measure(n: int, where: str, rounds: int, level: int) -> tuple[float, float]:
@@ -168,24 +186,34 @@ def stateful(rounds: int, level: int) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,1000")
-    ap.add_argument("--where", default="top,if,loop")
+    ap.add_argument("--where", default="top,if,loop,scan")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--level", type=int, default=0)
-    ap.add_argument("--stateful-level", type=int, default=99, help="-1: skip that model")
+    ap.add_argument("--levels", default="0,99")
+    ap.add_argument("--stateful-levels", default="0,99", help="'': skip that model")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = ap.parse_args(argv)
-    print(f"| chain (level {args.level}) | nodes | onnxexec us/node | ort us/node | ratio |")
-    print("|---|---:|---:|---:|---:|")
+    global _CLOCK
+    _CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    levels = [int(v) for v in args.levels.split(",") if v]
+    if levels:
+        print(f"clock: {args.clock}\n")
+        print("| chain | nodes | level | onnxexec us/node | ort us/node | ratio |")
+        print("|---|---:|---:|---:|---:|---:|")
     for where in args.where.split(","):
         for n in (int(s) for s in args.sizes.split(",")):
-            ox, rt = measure(n, where, args.rounds, args.level)
-            print(f"| {where} | {n} | {ox:.2f} | {rt:.2f} | {ox / rt:.2f} |", flush=True)
-    if args.stateful_level >= 0:
-        ox, rt = stateful(args.rounds, args.stateful_level)
-        print(
-            f"\n| stateful (LSTM + 20 If x 30 ops, level {args.stateful_level}) | onnxexec ms/call"
-            f" | ort ms/call | ratio |\n|---|---:|---:|---:|\n| frame | {ox:.3f} | {rt:.3f}"
-            f" | {ox / rt:.2f} |"
-        )
+            for level in levels:
+                ox, rt = measure(n, where, args.rounds, level)
+                print(
+                    f"| {where} | {n} | {level} | {ox:.2f} | {rt:.2f} | {ox / rt:.2f} |", flush=True
+                )
+    st_levels = [int(v) for v in args.stateful_levels.split(",") if v]
+    if st_levels:
+        # onnxruntime at its default level in every row (what a user runs)
+        print("\n| stateful (LSTM + 20 If x 30 ops) | level | onnxexec ms | ort ms | ratio |")
+        print("|---|---:|---:|---:|---:|")
+    for level in st_levels:
+        ox, rt = stateful(args.rounds, level)
+        print(f"| frame | {level} | {ox:.3f} | {rt:.3f} | {ox / rt:.2f} |", flush=True)
     return 0
 
 

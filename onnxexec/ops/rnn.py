@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from onnxexec.ops import rnn_fast
 from onnxexec.ops.registry import op
 
 Act = Callable[[np.ndarray], np.ndarray]
@@ -237,7 +238,7 @@ def rnn(
     )
 
 
-@op("GRU", since=14)
+@op("GRU", since=14, prepare=rnn_fast.prepare_gru)
 def gru(
     x: np.ndarray,
     w: np.ndarray,
@@ -254,10 +255,22 @@ def gru(
     hidden_size: int | None = None,
     layout: int = 0,
     linear_before_reset: int = 0,
+    prepared: rnn_fast.Prepared | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """zt, rt gates; ht from (rt * Ht-1) R^T, or rt * (Ht-1 R^T + Rb) when
     linear_before_reset; Ht = (1 - zt) ht + zt Ht-1. Returns Y, Y_h."""
     nd = _n_dirs(direction)
+    if rnn_fast.applies(prepared, x, w, r, b, sequence_lens):
+        assert prepared is not None
+        return rnn_fast.run(  # type: ignore[return-value]
+            "GRU",
+            prepared,
+            x,
+            [initial_h],
+            direction=direction,
+            layout=layout,
+            linear_before_reset=linear_before_reset,
+        )
     acts = _activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh"), nd)
     per = [
         {"f": a[0], "g": a[1], "clip": _clipper(clip), "linear_before_reset": linear_before_reset}
@@ -279,7 +292,7 @@ def gru(
     )
 
 
-@op("LSTM", since=14)
+@op("LSTM", since=14, prepare=rnn_fast.prepare_lstm)
 def lstm(
     x: np.ndarray,
     w: np.ndarray,
@@ -298,10 +311,16 @@ def lstm(
     hidden_size: int | None = None,
     input_forget: int = 0,
     layout: int = 0,
+    prepared: rnn_fast.Prepared | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gates i o f c with optional peepholes P (i o f); input_forget couples
     f = 1 - i. Returns Y, Y_h, Y_c."""
     nd = _n_dirs(direction)
+    if rnn_fast.applies(prepared, x, w, r, b, sequence_lens, p):
+        assert prepared is not None
+        return rnn_fast.run(  # type: ignore[return-value]
+            "LSTM", prepared, x, [initial_h, initial_c], direction=direction, layout=layout
+        )
     acts = _activations(
         activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), nd
     )
@@ -340,6 +359,7 @@ def _register_older(
     *,
     drop: tuple[str, ...],
     add: tuple[str, ...] = (),
+    prepare: Callable[[tuple[Any, ...], dict[str, Any]], Any] | None = None,
 ) -> None:
     """Register `fn` for an older opset whose attribute set differs.
 
@@ -358,14 +378,15 @@ def _register_older(
 
     older.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
     older.__doc__ = f"{op_type}-{since}: {fn.__name__} without {', '.join(drop)}."
-    op(op_type, since)(older)
+    op(op_type, since, prepare=prepare)(older)
 
 
 _v1 = {"drop": ("layout",), "add": ("output_sequence",)}
 _register_older(rnn, "RNN", 1, **_v1)
 _register_older(rnn, "RNN", 7, drop=("layout",))
-_register_older(gru, "GRU", 1, drop=("layout", "linear_before_reset"), add=("output_sequence",))
-_register_older(gru, "GRU", 3, **_v1)
-_register_older(gru, "GRU", 7, drop=("layout",))
-_register_older(lstm, "LSTM", 1, **_v1)
-_register_older(lstm, "LSTM", 7, drop=("layout",))
+_gru1 = {"drop": ("layout", "linear_before_reset"), "add": ("output_sequence",)}
+_register_older(gru, "GRU", 1, **_gru1, prepare=rnn_fast.prepare_gru)  # type: ignore[arg-type]
+_register_older(gru, "GRU", 3, **_v1, prepare=rnn_fast.prepare_gru)  # type: ignore[arg-type]
+_register_older(gru, "GRU", 7, drop=("layout",), prepare=rnn_fast.prepare_gru)
+_register_older(lstm, "LSTM", 1, **_v1, prepare=rnn_fast.prepare_lstm)  # type: ignore[arg-type]
+_register_older(lstm, "LSTM", 7, drop=("layout",), prepare=rnn_fast.prepare_lstm)

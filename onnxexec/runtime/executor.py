@@ -12,8 +12,10 @@ import numpy as np
 
 from onnxexec.errors import NodeExecutionError, OnnxExecError
 from onnxexec.ir.graph import Graph
+from onnxexec.ops.control_flow import if_
 from onnxexec.ops.elementwise import FP_QUIET
 from onnxexec.runtime import shape_check
+from onnxexec.runtime.fastpath import F32
 from onnxexec.runtime.plan import GraphPlan, Step
 from onnxexec.runtime.schedule import Body, Entry, schedule_of, schedule_of_step
 from onnxexec.runtime.threads import begin_run, end_run
@@ -58,6 +60,17 @@ def _run_body(bodies: dict[int, Body], vals: list[Any], graph: Graph, *inputs: A
     return [bvals[s] for s in body.outputs]
 
 
+def _run_branch(body: Body, vals: list[Any]) -> tuple[Any, ...]:
+    """An If branch run in the parent's loop (no run_graph closure, no handler call):
+    what ops/control_flow.if_ does through `_run_body`."""
+    bvals = body.plan.template.copy()
+    bvals.append(None)
+    for dst, src in body.outer:
+        bvals[dst] = vals[src]
+    _run(body.schedule, bvals)
+    return tuple([bvals[s] for s in body.outputs])
+
+
 def _call(step: Step, vals: list[Any]) -> Any:
     args = [vals[s] if s >= 0 else None for s in step.ins]
     kwargs = step.kwargs
@@ -99,6 +112,7 @@ def execute(
     plan: GraphPlan, inputs: Any, outer: Mapping[str, Any] | None = None, profiler: Any = None
 ) -> list[Any]:
     """Run `plan`. `inputs` is positional (subgraphs) or a name->value mapping."""
+    schedule = schedule_of(plan)  # first: it may pre-place constants in the template
     vals = plan.template.copy()
     # A trailing None slot: an omitted input (slot -1) reads it as vals[-1].
     vals.append(None)
@@ -124,7 +138,7 @@ def execute(
             if debug or profiler is not None or check is not None:
                 _run_instrumented(plan, vals, debug, profiler, check)
             else:
-                _run(schedule_of(plan), vals)
+                _run(schedule, vals)
     finally:
         FP_QUIET.reset(quiet)
         end_run(run)
@@ -134,10 +148,32 @@ def execute(
 def _run(schedule: list[Entry], vals: list[Any]) -> None:
     """The plain loop over a compiled schedule: call, store, drop dead values. One try
     around all steps (free in CPython 3.11+); a failure is reported against the step
-    that raised."""
+    that raised.
+
+    A step with a direct float32 call (fastpath.py) takes it when its inputs are
+    float32 ndarrays: the type and dtype checks cost less than the handler's wrapping.
+    An If with a one-element ndarray condition runs its branch's schedule here.
+    """
+    nd = np.ndarray
+    f32 = F32
+    asarray = np.asarray
     step: Step | None = None
     try:
-        for fn, n_in, i0, i1, ins, kwargs, out, free, bodies, step in schedule:
+        for fn, n_in, i0, i1, ins, kwargs, out, free, bodies, step, fast in schedule:
+            if fast is not None:
+                a = vals[i0]
+                if type(a) is nd and a.dtype is f32:
+                    if n_in == 1:
+                        result = fast(a)
+                    else:
+                        b = vals[i1]
+                        result = fast(a, b) if type(b) is nd and b.dtype is f32 else None
+                    if result is not None:
+                        # a 0-d result comes back as a numpy scalar (elementwise.narrow)
+                        vals[out] = result if type(result) is nd else asarray(result)
+                        for s in free:
+                            vals[s] = None
+                        continue
             if kwargs is None:
                 if n_in == 1:
                     result = fn(vals[i0])
@@ -147,6 +183,14 @@ def _run(schedule: list[Entry], vals: list[Any]) -> None:
                     result = fn(*[vals[s] for s in ins])
             else:
                 if bodies is not None:
+                    if fn is if_:
+                        c = vals[i0]
+                        if type(c) is nd and c.size == 1:  # else the handler decides
+                            branch = kwargs["then_branch"] if c else kwargs["else_branch"]
+                            _store(step, vals, _run_branch(bodies[id(branch)], vals))
+                            for s in free:
+                                vals[s] = None
+                            continue
                     kwargs = dict(kwargs, run_graph=partial(_run_body, bodies, vals))
                 if n_in == 1:
                     result = fn(vals[i0], **kwargs)

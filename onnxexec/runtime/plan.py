@@ -41,20 +41,8 @@ class Step:
     free: tuple[int, ...] = ()  # slots dead after this step
     implicit: tuple[tuple[str, int], ...] = ()  # outer-scope names its subgraphs read
     subplans: dict[int, GraphPlan] = field(default_factory=dict)  # id(Graph) -> plan
-    # What the executor's loop reads per step, unpacked in one go: (fn, ins, kwargs,
-    # the output slot when the node has one output else -1, wants run_graph?, number
-    # of inputs, first input slot, second input slot). kwargs is the same dict
-    # object, so options added after construction show.
-    call: tuple[Any, ...] = field(init=False, repr=False)
     # schedule.py's compiled subgraph bodies (id(Graph) -> Body), built on first run
     bodies: dict[int, Any] | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        ins = self.ins
-        single = self.outs[0] if len(self.outs) == 1 else -1
-        subgraphs = "run_graph" in self.handler.wants
-        first, second = (*ins, -1, -1)[:2]
-        self.call = (self.handler.fn, ins, self.kwargs, single, subgraphs, len(ins), first, second)
 
     @property
     def fn(self) -> Callable[..., Any]:
