@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
+
+from onnxexec.kernels import objload as nb
 
 SMALL = 256  # elements: above, numpy's vectorized form is faster
 
