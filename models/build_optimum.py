@@ -138,6 +138,9 @@ def _configs(arch: str, size: str) -> Any:
             vocab_size=256,
             max_source_positions=1500,
             max_target_positions=64,
+            pad_token_id=0,  # the defaults (50256...) index past a tiny vocabulary
+            bos_token_id=1,
+            eos_token_id=2,
         )
         full = dict(
             d_model=384,
