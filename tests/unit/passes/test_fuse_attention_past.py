@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.unit.passes._levels import fused_ops, model, run_levels
+from onnxexec.passes.shape_inference import infer_shapes
+from tests.unit.passes._levels import fused_ops, model, run_levels, session
 
 ort = pytest.importorskip("onnxruntime")
 node = helper.make_node
@@ -90,4 +91,46 @@ def test_mask_broadcasting_to_more_batches_at_run_time() -> None:
     assert want[0].shape == (3, 2, 2, 4)
     for lv, got in run_levels(m, f).items():
         assert got[0].shape == want[0].shape, lv
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6, err_msg=f"level {lv}")
+
+
+def _tile_mask_attention() -> object:
+    """An encoder-decoder's self-attention: the mask is a Tile to the runtime batch
+    (optimum's Whisper decoder), so its facts come only from Tile's shape rule."""
+    return model(
+        [
+            node("Shape", ["q"], ["qshape"], start=0, end=1),
+            node("Concat", ["qshape", "ones"], ["reps"], axis=0),
+            node("Tile", ["mask", "reps"], ["tiled"]),
+            node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+            node("MatMul", ["q", "kt"], ["sc"]),
+            node("Add", ["sc", "tiled"], ["sm"]),
+            node("Softmax", ["sm"], ["p"], axis=-1),
+            node("MatMul", ["p", "v"], ["y"]),
+        ],
+        [
+            ("q", ["b", 2, "t", 4]),
+            ("k", ["b", 2, "t", 4]),
+            ("v", ["b", 2, "t", 4]),
+            ("mask", [1, 1, "t", "t"]),
+        ],
+        ["y"],
+        {"ones": np.ones(3, np.int64)},
+    )
+
+
+def test_tile_shape_rule() -> None:
+    g = session(_tile_mask_attention(), 0).graph
+    facts = infer_shapes(g)
+    assert facts["tiled"].shape == ("b", 1, "t", "t")
+
+
+def test_tile_fed_mask_attention_fuses_and_matches_onnxruntime() -> None:
+    m = _tile_mask_attention()
+    assert fused_ops(m).count("FusedAttention") == 1
+    rng = np.random.default_rng(5)
+    f = {n: rng.standard_normal((2, 2, 3, 4)).astype(np.float32) for n in ("q", "k", "v")}
+    f["mask"] = np.triu(np.full((1, 1, 3, 3), -np.inf, np.float32), 1)  # causal
+    want = _onnxruntime(m, f)
+    for lv, got in run_levels(m, f).items():
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6, err_msg=f"level {lv}")
