@@ -27,6 +27,7 @@ import numpy as np
 
 SEQ = {"tiny": 16, "full": 64}
 PAST = {"tiny": 16, "full": 63}  # decode step: past of this length plus one new token
+IMAGE = {"tiny": 32, "full": 224}
 
 
 @dataclass
@@ -157,11 +158,15 @@ def _configs(arch: str, size: str) -> Any:
     raise ValueError(f"unknown architecture {arch!r}")
 
 
-def _dim(d: Any, batch: int, seq: int, past: int) -> int:
+def _dim(d: Any, size: str, batch: int, seq: int, past: int) -> int:
     """A concrete size for one graph input dim: optimum names its symbolic dims."""
     if isinstance(d, int):
         return d
     name = str(d)
+    if name == "num_channels":
+        return 3
+    if name in ("height", "width"):
+        return IMAGE[size]
     if "batch" in name:
         return batch
     if "past" in name and "+" in name:
@@ -185,9 +190,11 @@ def make_feeds(path: Path, size: str, with_past: bool) -> dict[str, np.ndarray]:
     for inp in model.graph.input:
         t = inp.type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in t.shape.dim]
-        shape = tuple(_dim(d, 1, seq, past) for d in dims)
+        shape = tuple(_dim(d, size, 1, seq, past) for d in dims)
         name = inp.name
-        if name == "attention_mask":
+        if name == "token_type_ids":  # BERT's type vocabulary has 2 entries
+            feeds[name] = np.zeros(shape, np.int64)
+        elif name == "attention_mask":
             feeds[name] = np.ones(shape, np.int64)
         elif name == "position_ids":
             feeds[name] = np.arange(past, past + shape[-1], dtype=np.int64)[None, :]
