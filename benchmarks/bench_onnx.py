@@ -3,7 +3,7 @@
     python benchmarks/bench_onnx.py [--models bert gpt2 llama vit resnet mobilenetv2
         mobilenetv2_hf upsample_head sklearn] [--exporters torchscript dynamo nhwc]
         [--sklearn-batch 1 1000] [--model-dir DIR] [--quick] [--runs N]
-        [--threads 2] [--level 99] [--no-memory] [--json FILE]
+        [--threads 2] [--level 99] [--no-memory] [--json FILE] [--optimum-dir DIR]
 
 Builds missing models with models/build_models.py (random weights; --quick: the tiny
 sizes) and models/sklearn_models.py, then for each model creates both sessions
@@ -222,6 +222,22 @@ def print_table(rows: list[Row]) -> None:
                 )
 
 
+def optimum_rows(optimum_dir: Path | None, args: argparse.Namespace) -> list[Row]:
+    """Rows for the optimum exports (models/build_optimum.py, run with its own venv:
+    optimum-onnx needs transformers<4.58). Absent directory: one row saying why."""
+    if optimum_dir is None:
+        return []
+    paths = sorted(optimum_dir.glob("*_optimum.onnx"))
+    if not paths:
+        why = f"no *_optimum.onnx in {optimum_dir}; see benchmarks/RESULTS.md (optimum exports)"
+        return [Row("optimum", "optimum", *(float("nan"),) * 7, error=f"skipped: {why}")]
+    rows = []
+    for path in paths:
+        rows.append(bench_one(path, path.stem.removesuffix("_optimum"), "optimum", args))
+        print(format_row(rows[-1]), flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
@@ -251,6 +267,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also the 1-thread CPU-time ratio (steady on busy machines)",
     )
     p.add_argument("--json", type=Path, help="also write the rows as JSON")
+    p.add_argument(
+        "--optimum-dir",
+        type=Path,
+        help="also bench the *_optimum.onnx exports there (models/build_optimum.py)",
+    )
     args = p.parse_args(argv)
     args.runs = args.runs or (5 if args.quick else 20)
     size_dir = args.model_dir / ("tiny" if args.quick else "full")
@@ -273,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 rows.append(bench_one(path, name, exp, args))
                 print(format_row(rows[-1]), flush=True)
+    rows += optimum_rows(args.optimum_dir, args)
     if "sklearn" in args.models:
         for path in _build_sklearn(args.model_dir / "sklearn"):
             for b in args.sklearn_batch or [None]:

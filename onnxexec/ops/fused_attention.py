@@ -28,6 +28,17 @@ def fused_attention(
         raise ValueError(
             f"FusedAttention: rank-4 Q, K^T, V expected, got {q.ndim}, {kt.ndim}, {v.ndim}"
         )
+    b, h, t, _ = q.shape
+    full = (b, h, t, kt.shape[3])
+    if (
+        kt.shape[0] != b
+        or v.shape[0] != b
+        or h % kt.shape[1]
+        or (mask is not None and np.broadcast_shapes(full, mask.shape) != full)
+    ):
+        # Shapes the kernel does not take (the pass fuses dims it could not prove, see
+        # fuse_attention._keeps_shape): the graph's numpy broadcasting, in float64.
+        return attention_reference(q, kt, v, mask, scale, bool(nan_to_zero)).astype(q.dtype)
     if (
         q.dtype == F32
         and kt.dtype == F32

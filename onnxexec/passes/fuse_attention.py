@@ -21,7 +21,6 @@ from onnxexec.ir.graph import Graph, Node
 from onnxexec.passes._editor import GraphEditor
 from onnxexec.passes._patterns import facts_of, is_float32, only_consumer, scalar_operand
 from onnxexec.passes.shape_inference import Facts
-from onnxexec.passes.symdim import broadcast_shapes
 
 D = "onnxexec"
 
@@ -123,19 +122,28 @@ def _rank4_f32(facts: dict[str, Facts], *names: str) -> bool:
     return all(is_float32(facts, n) and facts[n].rank == 4 for n in names)
 
 
+def _may_equal(a: object, b: object) -> bool:
+    """False only when two dims are provably different (both known integers)."""
+    return a == b or not (isinstance(a, int) and isinstance(b, int))
+
+
 def _keeps_shape(facts: dict[str, Facts], q: str, v: str, scores: str, mask: str, y: str) -> bool:
-    """Whether the kernel's output (B, H, T, Dv) of Q's (B, H, T) is the graph's: a mask
-    or K / V that broadcasts the scores to more batches or heads is left unfused."""
+    """Whether the kernel's output (B, H, T, Dv) of Q's (B, H, T) may be the graph's.
+
+    Rejects only what the shape facts prove wrong (a mask or K / V broadcasting the
+    scores to more batches or heads). Exports with past-KV or computed masks leave dims
+    as unknown symbols (Slice / Concat of runtime lengths); those fuse, and
+    FusedAttention checks the concrete shapes at run time (falls back to the graph's
+    broadcasting), so an unprovable dim never changes a result."""
     fq, fv, fs, fy = (facts.get(n, Facts()).shape for n in (q, v, scores, y))
-    if fq is None or fv is None or fs is None or fy is None:
+    if fq is None or fv is None or fs is None or fy is None or len(fy) != 4:
         return False
-    if fy != (*fq[:3], fv[3]):
+    if not all(_may_equal(a, b) for a, b in zip(fy, (*fq[:3], fv[3]), strict=True)):
         return False
     fm = facts.get(mask, Facts()).shape if mask else ()
-    try:
-        return fm is not None and broadcast_shapes(fs, fm) == fs
-    except ValueError:
+    if fm is None or len(fm) > len(fs):
         return False
+    return all(m == 1 or _may_equal(m, d) for m, d in zip(fm, fs[len(fs) - len(fm) :], strict=True))
 
 
 def fuse_attention(g: Graph) -> Graph:

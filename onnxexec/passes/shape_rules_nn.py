@@ -85,6 +85,20 @@ def _dropout(n, ins):
     return [Facts(x.elem, x.shape), Facts(BOOL, x.shape)]
 
 
+@rule("Tile")
+def _tile(n, ins):
+    """Tile-13: output dim i = input dim i * repeats[i]; repeats the facts cannot name
+    give a fresh dim of the known rank (an encoder-decoder's mask is a Tile of runtime
+    lengths, and an unknown rank would hide every attention after it)."""
+    x, r = ins[0], ins[1]
+    if x.shape is None:
+        return [Facts(x.elem)]
+    reps = r.sym if r.sym is not None else r.ints()
+    if reps is None or len(reps) != len(x.shape):
+        return [Facts(x.elem, tuple(symdim.fresh() for _ in x.shape))]
+    return [Facts(x.elem, tuple(symdim.mul(d, k) for d, k in zip(x.shape, reps, strict=True)))]
+
+
 @rule("LayerNormalization", "BatchNormalization", "GroupNormalization", "RMSNormalization")
 def _norm(n, ins):
     x = ins[0]
