@@ -10,8 +10,9 @@ unfolded export); onnxruntime runs those in float.
 
 Chain ops: BatchNormalization (inference form), Relu, LeakyRelu, Clip (constant
 bounds), Sigmoid, Tanh, and Add / Sub / Mul / Div whose other operand is a constant
-of one element (ndim <= 1). The DQ and the Q must be per tensor with constant
-parameters; every intermediate value must have the chain as its only reader.
+of one element (ndim <= 1); a parameter may also be DequantizeLinear(constants).
+The DQ and the Q must be per tensor with constant parameters; every intermediate
+value must have the chain as its only reader.
 """
 
 from __future__ import annotations
@@ -39,11 +40,30 @@ def _qparams_ok(ed: GraphEditor, n: Node) -> bool:
     return s is not None and z is not None and s.size == 1 and z.dtype in _BYTE
 
 
-def _step(ed: GraphEditor, n: Node) -> int | None:
-    """Channels n's constants carry (1: per tensor) when n is a chain op, else None."""
+def _param(ed: GraphEditor, g: Graph, name: str) -> tuple[np.ndarray | None, Node | None]:
+    """(value, its DequantizeLinear) of a constant or of DQ(constants): QDQ models keep
+    BatchNormalization's scale and bias quantized."""
+    v = ed.const(name)
+    if v is not None:
+        return v, None
+    n = ed.node_of(name)
+    if n is None or n.op_type != "DequantizeLinear" or n.domain not in _QDOMAINS:
+        return None, None
+    args = [ed.const(i) if i else None for i in n.inputs]
+    if any(i and a is None for i, a in zip(n.inputs, args, strict=True)):
+        return None, None
+    outs = run_node(n, g, args)
+    return (outs[0], n) if outs is not None else (None, None)
+
+
+def _step(ed: GraphEditor, g: Graph, n: Node, dqs: list[Node]) -> int | None:
+    """Channels n's constants carry (1: per tensor) when n is a chain op, else None;
+    the DequantizeLinear nodes producing them go to `dqs`."""
     if n.domain or len(n.outputs) != 1:
         return None
-    consts = [ed.const(i) if i else None for i in n.inputs[1:]]
+    found = [_param(ed, g, i) if i else (None, None) for i in n.inputs[1:]]
+    consts = [v for v, _ in found]
+    dqs += [d for _, d in found if d is not None]
     if any(i and c is None for i, c in zip(n.inputs[1:], consts, strict=True)):
         return None
     if n.op_type in _UNARY:
@@ -62,6 +82,7 @@ def _fuse_chain(ed: GraphEditor, g: Graph, dq: Node) -> None:
     if dq.op_type != "DequantizeLinear" or not _qparams_ok(ed, dq):
         return
     chain: list[Node] = []
+    params: list[Node] = []  # DQ(constant) parameters of the chain
     channels = 1
     cur = dq
     while True:
@@ -73,7 +94,7 @@ def _fuse_chain(ed: GraphEditor, g: Graph, dq: Node) -> None:
             return
         if nxt.op_type == "QuantizeLinear":
             break
-        c = _step(ed, nxt)
+        c = _step(ed, g, nxt, params)
         if c is None or (c > 1 and channels > 1 and c != channels):
             return
         channels = max(channels, c)
@@ -83,12 +104,18 @@ def _fuse_chain(ed: GraphEditor, g: Graph, dq: Node) -> None:
     if not chain or not _qparams_ok(ed, q) or channels > _MAX_CHANNELS:
         return
     table = _table(ed, g, dq, chain, q, channels)
-    if table is None or not ed.claim([dq, *chain, q]):
+    pattern = [dq, *chain, q]
+    seen = {id(n) for n in pattern}
+    for p in params:  # a parameter DQ read only here goes with the chain
+        if id(p) not in seen and ed.single_use(p.outputs[0]):
+            seen.add(id(p))
+            pattern.append(p)
+    if table is None or not ed.claim(pattern):
         return
     name = ed.add_const(f"{q.outputs[0]}_lut", table)
     ed.use_domain(D, 1)
     lut = Node("ChannelLut", (dq.inputs[0], name), q.outputs, {}, q.name or dq.name, D)
-    ed.replace([dq, *chain, q], q, lut)
+    ed.replace(pattern, q, lut)
 
 
 def _table(
@@ -101,7 +128,7 @@ def _table(
     x = np.ascontiguousarray(np.broadcast_to(codes, (1, channels, 1, 256)))
     val = x
     for n in [dq, *chain, q]:
-        args = [val, *(ed.const(i) if i else None for i in n.inputs[1:])]
+        args = [val, *(_param(ed, g, i)[0] if i else None for i in n.inputs[1:])]
         outs = run_node(n, g, args)
         if outs is None or outs[0].shape != x.shape:
             return None

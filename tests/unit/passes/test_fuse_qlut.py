@@ -14,9 +14,19 @@ RNG = np.random.default_rng(41)
 C = 6
 
 
-def _chain_model(xt: int, zdt: type, tail: list, tail_inits: dict, src: str = "bn"):
-    # x -> Q -> DQ -> BatchNormalization -> tail -> Q (codes as the output) and its DQ
+def _chain_model(
+    xt: int, zdt: type, tail: list, tail_inits: dict, src: str = "bn", q_params: bool = False
+):
+    # x -> Q -> DQ -> BatchNormalization -> tail -> Q (codes as the output); with
+    # q_params BN's scale and bias are DQ(int8 constants), as QDQ quantizers leave them
+    pre = []
+    if q_params:
+        pre = [
+            helper.make_node("DequantizeLinear", ["gq", "ps", "pz"], ["g"]),
+            helper.make_node("DequantizeLinear", ["bq", "ps", "pz"], ["b"]),
+        ]
     nodes = [
+        *pre,
         helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
         helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
         helper.make_node("BatchNormalization", ["xd", "g", "b", "mu", "var"], ["bn"]),
@@ -34,6 +44,11 @@ def _chain_model(xt: int, zdt: type, tail: list, tail_inits: dict, src: str = "b
         "yz": np.array(-5 if zdt is np.int8 else 10, zdt),
         **tail_inits,
     }
+    if q_params:
+        inits["ps"], inits["pz"] = np.array(0.02, np.float32), np.array(0, np.int8)
+        inits["gq"] = RNG.integers(25, 100, C).astype(np.int8)
+        inits["bq"] = RNG.integers(-100, 100, C).astype(np.int8)
+        del inits["g"], inits["b"]
     return model(nodes, [("x", (2, C, 5, 7))], [("yq", xt)], inits)
 
 
@@ -58,13 +73,15 @@ TAILS = {
 }
 
 
+@pytest.mark.parametrize("q_params", [False, True])
 @pytest.mark.parametrize("zdt", [np.uint8, np.int8])
 @pytest.mark.parametrize("tail", list(TAILS))
-def test_chain_becomes_channel_lut_exact_vs_level0(tail, zdt):
+def test_chain_becomes_channel_lut_exact_vs_level0(tail, zdt, q_params):
     xt = TensorProto.UINT8 if zdt is np.uint8 else TensorProto.INT8
-    m = _chain_model(xt, zdt, *TAILS[tail])
+    m = _chain_model(xt, zdt, *TAILS[tail], q_params=q_params)
     ops = fused_ops(m)
     assert "ChannelLut" in ops and "BatchNormalization" not in ops, ops
+    assert "DequantizeLinear" not in ops, ops
     x = RNG.normal(0, 3, (2, C, 5, 7)).astype(np.float32)  # saturates some codes
     got = run_levels(m, {"x": x})
     for lv, (y,) in got.items():
