@@ -20,9 +20,7 @@ from onnxexec.ops.contrib.quant_iconv import (
     conv_integer_igemm,
     conv_packer,
     conv_weight_fits,
-    depthwise_fits,
     packed_conv,
-    qlinear_conv_depthwise,
     qlinear_conv_igemm,
 )
 from onnxexec.ops.contrib.quant_igemm import PackedInt8
@@ -265,17 +263,14 @@ def qlinear_conv(
     Rounding is half-to-even as QuantizeLinear's.
     """
     g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
-    igemm_ok = _igemm_conv(x, x_zero_point, w, w_zero_point, group)
-    if igemm_ok or depthwise_fits(x, x_zero_point, w, w_zero_point, group):
+    if _igemm_conv(x, x_zero_point, w, w_zero_point, group):
         xs = np.float32(np.asarray(x_scale).reshape(-1)[0])
         ys = np.float32(np.asarray(y_scale).reshape(-1)[0])
         mult = (xs * np.asarray(w_scale, np.float32).reshape(-1) / ys).astype(np.float32)
-        out_dt = np.dtype(x.dtype if y_zero_point is None else y_zero_point.dtype)
+        out_dt = x.dtype if y_zero_point is None else y_zero_point.dtype
         yz = 0 if y_zero_point is None else int(y_zero_point.reshape(-1)[0])
-        if not igemm_ok:
-            return qlinear_conv_depthwise(x, x_zero_point, w, w_zero_point, g, b, mult, yz, out_dt)
         pw = packed_conv(prepared, w, w_zero_point)
-        return qlinear_conv_igemm(x, x_zero_point, pw, g, b, mult, yz, out_dt)
+        return qlinear_conv_igemm(x, x_zero_point, pw, g, b, mult, yz, np.dtype(out_dt))
     acc = _exact_conv(x, w, x_zero_point, w_zero_point, g, group)
     nd = x.ndim - 2
     if b is not None:  # int32 sum, rounded to float32 once below (as onnxruntime)

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from onnxexec.kernels.conv.qdepthwise import qdepthwise_planes
 from onnxexec.kernels.linalg import igemm
 from onnxexec.native.parallel import parallel_for
 from onnxexec.ops import _window as win
@@ -126,42 +125,3 @@ def conv_integer_igemm(
     pr = _product(x, x_zero, pw, g)
     y = pr.int32().reshape(x.shape[0], math.prod(g.out), pw.n)
     return np.ascontiguousarray(y.transpose(0, 2, 1)).reshape(x.shape[0], pw.n, *g.out)
-
-
-def depthwise_fits(
-    x: np.ndarray, x_zero: np.ndarray | None, w: np.ndarray, w_zero: np.ndarray | None,
-    group: int,
-) -> bool:  # fmt: skip
-    """Whether `qlinear_conv_depthwise` takes this conv: 2-D, one input and one output
-    channel per group, 8-bit, x's zero point per tensor, W's per tensor or channel."""
-    c = x.shape[1] if x.ndim == 4 else -1
-    if w.ndim != 4 or group != c or w.shape[0] != c or w.shape[1] != 1:
-        return False
-    if x.dtype not in (np.uint8, np.int8) or w.dtype not in (np.uint8, np.int8):
-        return False
-    return (x_zero is None or np.size(x_zero) == 1) and (
-        w_zero is None or np.size(w_zero) in (1, c)
-    )
-
-
-def qlinear_conv_depthwise(
-    x: np.ndarray, x_zero: np.ndarray | None, w: np.ndarray, w_zero: np.ndarray | None,
-    g: win.Geometry, b: np.ndarray | None, mult: np.ndarray, y_zero: int, out_dt: np.dtype,
-) -> np.ndarray:  # fmt: skip
-    """QLinearConv's output for a depthwise 2-D conv (kernels/conv/qdepthwise.py):
-    exact int32 sums, then the requantization `qlinear_conv_igemm` does."""
-    n, c = x.shape[:2]
-    zx = 0 if x_zero is None else int(np.asarray(x_zero).reshape(-1)[0])
-    zw = np.zeros(c, np.int32) if w_zero is None else np.asarray(w_zero).astype(np.int32)
-    zw = np.ascontiguousarray(np.broadcast_to(zw.reshape(-1), (c,)))
-    bias = np.zeros(c, np.int32) if b is None else np.asarray(b, np.int32).reshape(c)
-    mult = np.ascontiguousarray(np.broadcast_to(mult.reshape(-1), (c,)), np.float32)
-    geo = np.array([*g.kernel, *g.strides, *g.dilations, *g.pads_begin], np.int64)
-    out = np.empty((n, c, *g.out), out_dt)
-    xc = np.ascontiguousarray(x)
-
-    def planes(p0: int, p1: int) -> None:
-        qdepthwise_planes(xc, zx, w, zw, bias, mult, y_zero, geo, out, p0, p1)
-
-    parallel_for(planes, n * c, min_chunk=8)
-    return out
