@@ -120,3 +120,40 @@ def test_qlinear_conv_matches_float64(shape, attrs, xdt, wdt):
 
     (yi,) = run_node("ConvInteger", [x, w, np.array(xz), wz], opset=10, **attrs)
     np.testing.assert_array_equal(yi, acc.astype(np.int64) - bias.reshape((1, -1) + (1,) * nd))
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"pads": [1, 1, 1, 1]},
+        {"strides": [2, 2], "pads": [0, 1, 1, 0]},
+        {"dilations": [2, 1], "pads": [2, 1, 2, 1]},
+        {"strides": [2, 1], "kernel": 5, "pads": [2, 2, 2, 2]},
+    ],
+)
+@pytest.mark.parametrize(
+    ("xdt", "wdt", "per_channel_zw"), [(U8, S8, True), (S8, S8, False), (U8, U8, True)]
+)
+def test_qlinear_conv_depthwise_matches_float64(attrs, xdt, wdt, per_channel_zw):
+    # group == C == M (depthwise convs): the exact float32 depthwise path of _exact_conv
+    attrs = dict(attrs)
+    ks = attrs.pop("kernel", 3)
+    c = 7
+    x = _codes(xdt, (2, c, 9, 8))
+    w = _codes(wdt, (c, 1, ks, ks))
+    xz, yz = _codes(xdt, ()), _codes(xdt, ())
+    wz = _codes(wdt, (c,) if per_channel_zw else ())
+    ws = RNG.uniform(0.001, 0.004, c).astype(np.float32)
+    bias = RNG.integers(-3000, 3000, c).astype(np.int32)
+    xs, ys = np.float32(0.05), np.float32(0.2)
+    ins = [x, np.array(xs), np.array(xz), w, ws, np.array(wz), np.array(ys), np.array(yz), bias]
+    (y,) = run_node("QLinearConv", ins, opset=10, group=c, **attrs)
+    wc = w.astype(np.float64) - np.broadcast_to(wz, (c,)).astype(np.float64).reshape(-1, 1, 1, 1)
+    acc = naive_conv(x.astype(np.float64) - float(xz), wc, group=c, **attrs)
+    acc += bias.reshape(1, -1, 1, 1)
+    mult = (xs * ws / ys).astype(np.float32).reshape(1, -1, 1, 1)
+    info = np.iinfo(xdt)
+    want = np.clip(np.rint(acc.astype(np.float32) * mult) + float(yz), info.min, info.max)
+    assert y.dtype == xdt and y.shape == want.shape
+    assert 0 < (y != info.min).mean() and (y != info.max).any()  # not all saturated
+    np.testing.assert_array_equal(y.astype(np.int64), want.astype(np.int64))
