@@ -284,6 +284,7 @@ FAMILIES: Final[dict[str, dict[str, str]]] = {
     },
     "onnxexec": {
         "AttnBlock": "llm_fused",
+        "ChannelLut": "fused_qlut",
         "FFNBlock": "llm_fused",
         "FusedAttention": "fused_attention",
         "FusedConv": "fused_linear",

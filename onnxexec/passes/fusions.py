@@ -19,6 +19,7 @@ from onnxexec.passes.fuse_layernorm import fuse_layernorm
 from onnxexec.passes.fuse_matmul import fuse_matmul
 from onnxexec.passes.fuse_qdq import fuse_qdq
 from onnxexec.passes.fuse_qkv import fuse_qkv
+from onnxexec.passes.fuse_qlut import fuse_qlut
 from onnxexec.passes.fuse_rope import fuse_rope
 from onnxexec.passes.fuse_skip_norm import fuse_skip_norm
 from onnxexec.passes.pack_weights import pack_weights
@@ -26,6 +27,7 @@ from onnxexec.passes.prepack import prepack
 
 EXTENDED: list[Callable[[Graph], Graph]] = [
     fuse_qdq,  # first: fuse_matmul would take MatMul(DQ, DQ) as a float product
+    fuse_qlut,  # after fuse_qdq: single ops with their QLinear form stay those
     fuse_dynamic_quant,
     fold_batchnorm,
     fold_pad,  # before fuse_activation: the Conv it widens becomes a FusedConv

@@ -13,10 +13,13 @@ multiple of 4 and N to a multiple of 32 with zeros, bytes ordered
 [panel][k / 4][column in panel][k % 4]: one 64-byte load is the 4 x 16 block one
 vpdpbusd multiplies with four bytes of an A row broadcast to every lane.
 
-Kernels: `_tile_<rows>` (VNNI, an @intrinsic emitting llvm.x86.avx512.vpdpbusd.512
-for `rows` A rows x 32 columns, accumulators in registers) when kernels/isa.py allows
-avx512_vnni; otherwise `_panels_portable`, numba loops over the same layout in int32
-(exact on any CPU). Sums are exact while K * 255 * 128 < 2^31 (K < 65793).
+Kernels, chosen once from kernels/isa.py (so ONNXEXEC_ISA caps them): `_tile_<rows>`
+(VNNI, an @intrinsic emitting llvm.x86.avx512.vpdpbusd.512 for `rows` A rows x 32
+columns, accumulators in registers) when avx512_vnni is allowed; else `_avx2_<rows>`
+(AVX2: bytes widened to int16 and multiplied by vpmaddwd, exact; vpmaddubsw is not
+used because its int16 pair sums saturate at 2 * 255 * -128); else `_tiles_portable`,
+numba loops over the same layout in int32 (exact on any CPU). Sums are exact while
+K * 255 * 128 < 2^31 (K < 65793).
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from onnxexec.kernels.isa import has
+from onnxexec.kernels.linalg.igemm_avx2 import tiles_avx2 as _tiles_avx2
 
 PANEL: Final = 16  # int32 lanes of one zmm: columns per panel
 PAIR: Final = 2 * PANEL  # columns per tile (two panels)
 MR: Final = 6  # A rows per tile: 12 accumulators + 2 weight registers of 32
 VNNI: Final = not nb.config.DISABLE_JIT and has("avx512f", "avx512bw", "avx512_vnni")
+AVX2: Final = not nb.config.DISABLE_JIT and has("avx2")
 
 _I8, _I32, _I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 _V16I32 = ir.VectorType(_I32, 16)
@@ -164,12 +169,15 @@ def tiles(
     """c (flat int32, rows of ldc) columns 32 t0 .. 32 t1 of the raw product of the flat
     uint8 `a` (m rows of lda bytes, lda a multiple of 4 >= 4 k4s) with packed `wp`.
     Releases the GIL (the ops layer splits t0..t1 over threads)."""
-    (_tiles_vnni if VNNI else _tiles_portable)(a, lda, m, k4s, wp, c, ldc, t0, t1)
+    _LOOPS[LOOP](a, lda, m, k4s, wp, c, ldc, t0, t1)
 
 
+_LOOPS: Final = {"vnni": _tiles_vnni, "avx2": _tiles_avx2, "portable": _tiles_portable}
+# the loop `tiles` runs (read on every call: tests switch it)
+LOOP = "vnni" if VNNI else "avx2" if AVX2 else "portable"
 # the jitted tile loop for this CPU (arguments as `tiles`), for kernels that call it
-# from numba: a global there, frozen at their compile time like the VNNI gate itself
-TILE_LOOP: Final = _tiles_vnni if VNNI else _tiles_portable
+# from numba: a global there, frozen at their compile time like the ISA gate itself
+TILE_LOOP: Final = _LOOPS[LOOP]
 
 
 def pack(w: np.ndarray) -> tuple[np.ndarray, int]:

@@ -1,7 +1,8 @@
 """The integer GEMM (kernels/linalg/igemm.py, ops/contrib/quant_igemm.py, quant_iconv.py)
 against int64 / float64 numpy: exact products for every operand type, zero-point form
-and ragged shape, through both tile loops (VNNI where the CPU has it, and the portable
-loops), and the convs built on it (through a session, so with the prepared weight)."""
+and ragged shape, through every tile loop the CPU allows (VNNI, AVX2, the portable
+loops; the SIMD ones also bit for bit against the portable one), and the convs built
+on it (through a session, so with the prepared weight)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tests.unit.ops._node import run_node
 from tests.unit.ops.test_conv import naive_conv
 
 RNG = np.random.default_rng(23)
-LOOPS = ["portable", *(["vnni"] if igemm.VNNI else [])]
+LOOPS = ["portable", *(["avx2"] if igemm.AVX2 else []), *(["vnni"] if igemm.VNNI else [])]
 U8, S8 = np.uint8, np.int8
 PAIRS = [(U8, S8), (S8, S8), (U8, U8), (S8, U8)]  # (A or x, W)
 
@@ -26,8 +27,8 @@ def _codes(dt: type, shape: tuple[int, ...]) -> np.ndarray:
 
 @pytest.fixture(params=LOOPS)
 def loop(request, monkeypatch):
-    # `tiles` picks its loop from igemm.VNNI on every call
-    monkeypatch.setattr(igemm, "VNNI", request.param == "vnni")
+    # `tiles` picks its loop from igemm.LOOP on every call
+    monkeypatch.setattr(igemm, "LOOP", request.param)
     return request.param
 
 
@@ -44,6 +45,25 @@ def test_int8_matmul_exact(loop, m, k, n, adt, wdt, per_column):
     want = (a.astype(np.int64) - int(za)) @ (w.astype(np.int64) - zw.astype(np.int64))
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 7, 12])
+def test_simd_tiles_equal_portable_tiles(m):
+    # raw products on random bytes, ragged row counts (every tile height remainder),
+    # two tiles of which the second is started at t0 = 1
+    simd = [name for name in LOOPS if name != "portable"]
+    if not simd:
+        pytest.skip("no SIMD tile loop for this CPU / ONNXEXEC_ISA")
+    k4s, lda, ldc = 9, 40, 3 * igemm.PAIR
+    a = _codes(np.uint8, (m * lda,))
+    wp = _codes(np.int8, (3 * 2 * k4s * 64,))
+    want = np.full(m * ldc, 7, np.int32)
+    igemm._LOOPS["portable"](a, lda, m, k4s, wp, want, ldc, 1, 3)
+    for name in simd:
+        got = np.full(m * ldc, 7, np.int32)
+        igemm._LOOPS[name](a, lda, m, k4s, wp, got, ldc, 1, 3)
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    assert (want[: igemm.PAIR] == 7).all()  # tile 0 untouched
 
 
 def test_extreme_codes_do_not_saturate(loop):
@@ -100,3 +120,40 @@ def test_qlinear_conv_matches_float64(shape, attrs, xdt, wdt):
 
     (yi,) = run_node("ConvInteger", [x, w, np.array(xz), wz], opset=10, **attrs)
     np.testing.assert_array_equal(yi, acc.astype(np.int64) - bias.reshape((1, -1) + (1,) * nd))
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"pads": [1, 1, 1, 1]},
+        {"strides": [2, 2], "pads": [0, 1, 1, 0]},
+        {"dilations": [2, 1], "pads": [2, 1, 2, 1]},
+        {"strides": [2, 1], "kernel": 5, "pads": [2, 2, 2, 2]},
+    ],
+)
+@pytest.mark.parametrize(
+    ("xdt", "wdt", "per_channel_zw"), [(U8, S8, True), (S8, S8, False), (U8, U8, True)]
+)
+def test_qlinear_conv_depthwise_matches_float64(attrs, xdt, wdt, per_channel_zw):
+    # group == C == M (depthwise convs): the exact float32 depthwise path of _exact_conv
+    attrs = dict(attrs)
+    ks = attrs.pop("kernel", 3)
+    c = 7
+    x = _codes(xdt, (2, c, 9, 8))
+    w = _codes(wdt, (c, 1, ks, ks))
+    xz, yz = _codes(xdt, ()), _codes(xdt, ())
+    wz = _codes(wdt, (c,) if per_channel_zw else ())
+    ws = RNG.uniform(0.001, 0.004, c).astype(np.float32)
+    bias = RNG.integers(-3000, 3000, c).astype(np.int32)
+    xs, ys = np.float32(0.05), np.float32(0.2)
+    ins = [x, np.array(xs), np.array(xz), w, ws, np.array(wz), np.array(ys), np.array(yz), bias]
+    (y,) = run_node("QLinearConv", ins, opset=10, group=c, **attrs)
+    wc = w.astype(np.float64) - np.broadcast_to(wz, (c,)).astype(np.float64).reshape(-1, 1, 1, 1)
+    acc = naive_conv(x.astype(np.float64) - float(xz), wc, group=c, **attrs)
+    acc += bias.reshape(1, -1, 1, 1)
+    mult = (xs * ws / ys).astype(np.float32).reshape(1, -1, 1, 1)
+    info = np.iinfo(xdt)
+    want = np.clip(np.rint(acc.astype(np.float32) * mult) + float(yz), info.min, info.max)
+    assert y.dtype == xdt and y.shape == want.shape
+    assert 0 < (y != info.min).mean() and (y != info.max).any()  # not all saturated
+    np.testing.assert_array_equal(y.astype(np.int64), want.astype(np.int64))
