@@ -169,7 +169,7 @@ def publish(ctrl, job, kind, bounds):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def _join(ctrl, fctrl, timeout):
+def join_workers(ctrl, fctrl, timeout):
     """Run spans of the posted native job, then wait for the rest: spin ctrl[TICKS],
     then sleep on the DONE futex (without one, return False: the caller sleeps)."""
     while True:
@@ -197,12 +197,12 @@ def _join(ctrl, fctrl, timeout):
 
 @nb.njit(nogil=True, cache=True)
 def serve(ctrl, fctrl, worker, timeout):
-    """A worker's loop (_worker) or a caller's join (_join), in one compiled function:
+    """A worker's loop (_worker) or a caller's join (join_workers), in one compiled function:
     the process loads one library for both sides of a hand-off, not two (the span
     kernels themselves sit behind addresses, kernels/span_fns.py)."""
     if worker:
         return _worker(ctrl, fctrl)
-    return _join(ctrl, fctrl, timeout)
+    return join_workers(ctrl, fctrl, timeout)
 
 
 @nb.njit(nogil=True, cache=True)

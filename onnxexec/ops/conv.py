@@ -22,7 +22,7 @@ from onnxexec.ops.registry import op
 _COLS_BUDGET = 64 * 1024 * 1024
 
 
-def _compute_dtype(dt: np.dtype) -> np.dtype:
+def compute_dtype(dt: np.dtype) -> np.dtype:
     """float16 / bfloat16 accumulate in float32 (numpy has no BLAS for them)."""
     return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
 
@@ -100,7 +100,7 @@ def conv_nd(
     return y
 
 
-def _geometry(
+def conv_geometry(
     x: np.ndarray,
     w: np.ndarray,
     kernel_shape: Sequence[int] | None,
@@ -129,8 +129,8 @@ def conv(
     strides: tuple[int, ...] | None = None,
 ) -> np.ndarray:
     """X (N, C, D1..Dn), W (M, C/group, K1..Kn), B (M,) -> Y (N, M, O1..On)."""
-    g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
-    y = conv_nd(x, w, b, group=group, g=g, dt=_compute_dtype(x.dtype))
+    g = conv_geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    y = conv_nd(x, w, b, group=group, g=g, dt=compute_dtype(x.dtype))
     return y.astype(x.dtype, copy=False)
 
 
@@ -207,7 +207,7 @@ def conv_integer(
     strides: tuple[int, ...] | None = None,
 ) -> np.ndarray:
     """x (N, C, D...) u8/i8, w (M, C/group, K...) u8/i8 -> y int32 (N, M, O...)."""
-    g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    g = conv_geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
     return _int_conv(x, w, x_zero_point, w_zero_point, g, group).astype(np.int32)
 
 
@@ -236,7 +236,7 @@ def qlinear_conv(
     accumulator scale); w_scale / w_zero_point may be per output channel (M,).
     Rounding is half-to-even as QuantizeLinear's.
     """
-    g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    g = conv_geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
     acc = _exact_conv(x, w, x_zero_point, w_zero_point, g, group)
     nd = x.ndim - 2
     if b is not None:  # int32 sum, rounded to float32 once below (as onnxruntime)
@@ -274,7 +274,7 @@ def causal_conv_with_state(
     if past_state is None:
         past_state = np.zeros((bsz, c, k - 1), dtype=x.dtype)
     full = np.concatenate([past_state, x], axis=2)
-    dt = _compute_dtype(x.dtype)
+    dt = compute_dtype(x.dtype)
     g = win.geometry(full.shape[2:], (k,))
     y = conv_nd(full.astype(dt, copy=False), weight, bias, group=c, g=g, dt=dt)
     if activation != "none":

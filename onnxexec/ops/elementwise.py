@@ -76,7 +76,7 @@ def legacy_broadcast(
     return a, b.reshape(shape)
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
+def erf_array(x: np.ndarray) -> np.ndarray:
     return erf(np.asarray(x))
 
 
@@ -123,7 +123,7 @@ _UNARY: dict[str, tuple[Ufunc, int, bool, str]] = {
     "Atanh": (np.arctanh, 9, False, "arctanh(x)."),
     "Cosh": (np.cosh, 9, False, "cosh(x)."),
     "Sinh": (np.sinh, 9, False, "sinh(x)."),
-    "Erf": (_erf, 9, False, "Gauss error function."),
+    "Erf": (erf_array, 9, False, "Gauss error function."),
     "Sign": (np.sign, 9, False, "-1, 0 or 1 (NaN stays NaN); unsigned inputs give 0 or 1."),
     # Round-11: "rounds half to even" (numpy's rint), e.g. 2.5 -> 2, -1.5 -> -2.
     "Round": (np.rint, 11, False, "Round to nearest integer, ties to even."),

@@ -11,7 +11,7 @@ import numpy as np
 
 from onnxexec.kernels.math.ewise import NUMPY_FNS, run, run_reference
 from onnxexec.kernels.math.special import erf
-from onnxexec.ops.activation import _sigmoid
+from onnxexec.ops.activation import stable_sigmoid
 from onnxexec.ops.registry import op
 
 
@@ -39,7 +39,7 @@ _SMALL = 2048
 
 # the reference table, with the unfused handlers' sigmoid (stable: no early underflow
 # for x < -88, as the numba kernel) and erf in float32
-_NUMPY_OPS: dict[int, Callable[..., Any]] = {**cast(dict, NUMPY_FNS), 13: _sigmoid, 18: erf}
+_NUMPY_OPS: dict[int, Callable[..., Any]] = {**cast(dict, NUMPY_FNS), 13: stable_sigmoid, 18: erf}
 
 
 def _small(inputs: tuple[np.ndarray, ...], program, constants, result, out_shape) -> np.ndarray:

@@ -20,7 +20,7 @@ from onnxexec.kernels.linalg.sgemm_packed import unpack
 from onnxexec.kernels.math.activations import epilogue, epilogue_reference
 from onnxexec.native.launch import Replay, recording
 from onnxexec.ops import _window as win
-from onnxexec.ops.conv import _compute_dtype, _geometry, conv_nd
+from onnxexec.ops.conv import compute_dtype, conv_geometry, conv_nd
 from onnxexec.ops.registry import op
 
 D = "onnxexec"
@@ -207,9 +207,11 @@ def fused_conv(
         if g is None:
             if len(st.geometry) >= _MAX_SHAPES:
                 st.geometry.clear()
-            g = st.geometry[key] = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+            g = st.geometry[key] = conv_geometry(
+                x, w, kernel_shape, strides, dilations, pads, auto_pad
+            )
     else:
-        g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+        g = conv_geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
     if (
         x.ndim == 4
         and x.dtype == F32
@@ -230,7 +232,7 @@ def fused_conv(
                 st.replays.clear()
             st.replays[x.shape] = Replay.of(jobs, x, y, z)
         return y
-    y = conv_nd(x, w, b, group=group, g=g, dt=_compute_dtype(x.dtype))
+    y = conv_nd(x, w, b, group=group, g=g, dt=compute_dtype(x.dtype))
     y = np.ascontiguousarray(y.astype(x.dtype, copy=False))
     if z is not None:
         y = y + z

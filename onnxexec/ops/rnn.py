@@ -36,7 +36,7 @@ _ACTIVATIONS: dict[str, tuple[int, tuple[float, float], Callable[..., np.ndarray
 }
 
 
-def _activations(
+def rnn_activations(
     names: tuple[str, ...] | None,
     alphas: tuple[float, ...] | None,
     betas: tuple[float, ...] | None,
@@ -66,13 +66,13 @@ def _activations(
     return [acts[d * per : (d + 1) * per] for d in range(n_dirs)]
 
 
-def _clipper(clip: float | None) -> Act:
+def clipper(clip: float | None) -> Act:
     if clip is None:
         return lambda x: x
     return lambda x: np.clip(x, -clip, clip)
 
 
-def _reverse_valid(x: np.ndarray, lens: np.ndarray) -> np.ndarray:
+def reverse_valid(x: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """x (T, B, ...) with each column b's first lens[b] rows reversed."""
     t_len = x.shape[0]
     t = np.arange(t_len)[:, None]
@@ -119,7 +119,7 @@ def _run(
             wb = rb = np.zeros(n_gates * hid, work)
         else:
             wb, rb = np.split(b[d].astype(work, copy=False), 2)
-        xs = _reverse_valid(x, lens) if reverse else x
+        xs = reverse_valid(x, lens) if reverse else x
         xw = np.matmul(xs, wd.T) + wb  # (T, B, G*H)
         states = [np.zeros((batch, hid), work) if s is None else s[d].astype(work) for s in initial]
         y = np.zeros((t_len, batch, hid), work)
@@ -128,7 +128,7 @@ def _run(
             new = step(xw[t], states, rd, rb, **per_dir[d])
             states = [np.where(live, n, s) for n, s in zip(new, states, strict=True)]
             y[t] = np.where(live, states[0], 0)
-        ys.append(_reverse_valid(y, lens) if reverse else y)
+        ys.append(reverse_valid(y, lens) if reverse else y)
         finals.append(states)
     y_all = np.stack(ys, axis=1)  # (T, D, B, H)
     outs = [np.stack([f[k] for f in finals]) for k in range(len(initial))]  # (D, B, H)
@@ -219,8 +219,8 @@ def rnn(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb). Returns Y, Y_h."""
     nd = _n_dirs(direction)
-    acts = _activations(activations, activation_alpha, activation_beta, ("Tanh",), nd)
-    per = [{"f": a[0], "clip": _clipper(clip)} for a in acts]
+    acts = rnn_activations(activations, activation_alpha, activation_beta, ("Tanh",), nd)
+    per = [{"f": a[0], "clip": clipper(clip)} for a in acts]
     return _run(
         _rnn_step,
         1,
@@ -258,9 +258,9 @@ def gru(
     """zt, rt gates; ht from (rt * Ht-1) R^T, or rt * (Ht-1 R^T + Rb) when
     linear_before_reset; Ht = (1 - zt) ht + zt Ht-1. Returns Y, Y_h."""
     nd = _n_dirs(direction)
-    acts = _activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh"), nd)
+    acts = rnn_activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh"), nd)
     per = [
-        {"f": a[0], "g": a[1], "clip": _clipper(clip), "linear_before_reset": linear_before_reset}
+        {"f": a[0], "g": a[1], "clip": clipper(clip), "linear_before_reset": linear_before_reset}
         for a in acts
     ]
     return _run(
@@ -302,7 +302,7 @@ def lstm(
     """Gates i o f c with optional peepholes P (i o f); input_forget couples
     f = 1 - i. Returns Y, Y_h, Y_c."""
     nd = _n_dirs(direction)
-    acts = _activations(
+    acts = rnn_activations(
         activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), nd
     )
     work = np.float64 if x.dtype == np.float64 else np.float32
@@ -311,7 +311,7 @@ def lstm(
             "f": a[0],
             "g": a[1],
             "h": a[2],
-            "clip": _clipper(clip),
+            "clip": clipper(clip),
             "p": None if p is None else p[d].astype(work),
             "input_forget": input_forget,
         }

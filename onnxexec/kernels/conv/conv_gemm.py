@@ -15,7 +15,7 @@ from onnxexec.kernels.conv import conv_rows, pointwise_packed
 from onnxexec.kernels.conv.conv_direct import pointwise_direct, use_direct_pointwise
 from onnxexec.kernels.conv.conv_taps import pointwise_span
 from onnxexec.kernels.linalg import blas
-from onnxexec.kernels.math.activations import _epilogue, epilogue
+from onnxexec.kernels.math.activations import epilogue, epilogue_jit
 from onnxexec.native.launch import run_job
 from onnxexec.native.parallel import (
     ARGS,
@@ -109,7 +109,7 @@ def pointwise(
         def span(m0: int, m1: int, p0: int, p1: int) -> None:
             np.matmul(wm[m0:m1], xm[:, p0:p1], out=y[m0:m1, p0:p1])
             if has_epi:
-                _epilogue(
+                epilogue_jit(
                     y[m0:m1], p0, p1, bb[m0:m1] if has_b else bb, has_b, True,
                     zz[m0:m1] if has_z else zz, has_z, act, alpha, beta,
                 )  # fmt: skip

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from onnxexec.kernels import objload as nb
-from onnxexec.kernels.conv.taps_job import TAPS_ARGS, _taps_span
+from onnxexec.kernels.conv.taps_job import TAPS_ARGS, taps_span_run
 from onnxexec.kernels.linalg import blas
 from onnxexec.kernels.math.activations import act_row
 from onnxexec.native.parallel import ARGS, KIND_TAPS, MAX_SPANS, native_pool, num_threads
@@ -177,7 +177,7 @@ def conv_taps(
     threads = num_threads()
     if threads == 1 or m * cg * kh * kw * oh * ow < _PARALLEL_MACS:
         tiles = -(-oh // rpt)
-        _taps_span(
+        taps_span_run(
             fn, xq, w, 0, m, geo, oh, 0, tiles, rpt, y, bb, has_b, zz, has_z, act, alpha, beta
         )
         return
@@ -211,7 +211,7 @@ def conv_taps(
         m0, m1, t0, t1 = (
             (bounds[k], bounds[k + 1], 0, t_all) if chans else (0, m, *bounds[k : k + 2])
         )
-        _taps_span(
+        taps_span_run(
             fn, xq, w, m0, m1, geo, oh, t0, t1, rpt, y, bb, has_b, zz, has_z, act, alpha, beta
         )
 

@@ -25,7 +25,7 @@ from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.linalg import sgemm_packed
-from onnxexec.kernels.math.activations import _epilogue
+from onnxexec.kernels.math.activations import epilogue_jit
 
 AVAILABLE: Final = sgemm_packed.AVAILABLE
 AVX512: Final = sgemm_packed.AVX512
@@ -101,7 +101,7 @@ def pointwise_block_span(
             0, -(-(b1 - b0) // nr), nr,
         )  # fmt: skip
         if epi:
-            _epilogue(yr, yoff + b0, yoff + b1, br, has_b, True, zr, has_z, code, al, be)
+            epilogue_jit(yr, yoff + b0, yoff + b1, br, has_b, True, zr, has_z, code, al, be)
 
 
 @nb.njit(nogil=True, cache=True)

@@ -85,7 +85,7 @@ def _piecewise(v, code, a, b):
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
-def _epilogue(y, n0, n1, bias, has_bias, row_bias, z, has_z, code, alpha, beta):
+def epilogue_jit(y, n0, n1, bias, has_bias, row_bias, z, has_z, code, alpha, beta):
     m = y.shape[0]
     w = n1 - n0
     scratch = np.empty(w, dtype=np.int32)
@@ -162,7 +162,7 @@ def epilogue(
         )
     b = _NO_BIAS if bias is None else bias
     zz = _NO_Z if z is None else z
-    _epilogue(y, n0, n1, b, bias is not None, row_bias, zz, z is not None, code, alpha, beta)
+    epilogue_jit(y, n0, n1, b, bias is not None, row_bias, zz, z is not None, code, alpha, beta)
 
 
 def epilogue_reference(

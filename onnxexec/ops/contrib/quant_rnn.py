@@ -22,7 +22,7 @@ from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.contrib.quant_matmul import exact_int_matmul
 from onnxexec.ops.quant import dynamic_quantize_linear
 from onnxexec.ops.registry import op
-from onnxexec.ops.rnn import _activations, _clipper, _reverse_valid
+from onnxexec.ops.rnn import clipper, reverse_valid, rnn_activations
 
 
 def _qgemm(a: np.ndarray, w: np.ndarray, w_scale: np.ndarray, w_zero: int) -> np.ndarray:
@@ -96,10 +96,10 @@ def dynamic_quantize_lstm(
     if direction not in ("forward", "reverse", "bidirectional"):
         raise ValueError(f"DynamicQuantizeLSTM: unknown direction '{direction}'")
     n_dirs = 2 if direction == "bidirectional" else 1
-    acts = _activations(
+    acts = rnn_activations(
         activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), n_dirs
     )
-    clipf = _clipper(clip)
+    clipf = clipper(clip)
     names = [a.lower() for a in activations or ()]
     default_acts = (
         not activation_alpha
@@ -119,7 +119,7 @@ def dynamic_quantize_lstm(
         rz = int(np.asarray(r_zero_point).reshape(n_dirs, -1)[d, 0])
         wb, rb = (np.zeros(4 * hid, np.float32),) * 2 if b is None else np.split(b[d], 2)
         reverse = direction == "reverse" or d == 1
-        xs = _reverse_valid(x, lens) if reverse else x
+        xs = reverse_valid(x, lens) if reverse else x
         xw = _qgemm(xs.reshape(t_len * batch, -1), w[d], ws, wz).reshape(t_len, batch, -1)
         xw += wb + rb
         h0 = np.zeros((batch, hid), np.float32) if initial_h is None else initial_h[d]
@@ -132,7 +132,7 @@ def dynamic_quantize_lstm(
         else:
             cell = (acts[d], clipf, input_forget)
             y, hprev, cprev = recurrence_reference(xw, lens, r[d], rs, rz, h0, c0, pd, cell)
-        ys.append(_reverse_valid(y, lens) if reverse else y)
+        ys.append(reverse_valid(y, lens) if reverse else y)
         hs.append(hprev)
         cs.append(cprev)
     return np.stack(ys, axis=1), np.stack(hs), np.stack(cs)
