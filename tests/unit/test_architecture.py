@@ -29,7 +29,10 @@ TOOLS = {"conformance", "benchmark", "as_onnxruntime", "ray"}  # what CLI comman
 # intrinsics, the numba setup in __init__); `kernels.objload` runs cached kernels
 # without numba; `native` is the thread pool the kernels post their jobs to, and
 # `kernels.span_fns` the table of the span kernels the pool's workers call.
+# `kernels.tuning` is the table of path thresholds: plain integers, importing nothing,
+# so every layer may read it (each kernel layer's set gets it below).
 KERNEL_RULES: dict[str, set[str]] = {
+    "kernels.tuning": set(),
     # objload reads the store's folders and digest from the top level, which hooks
     # objload into numba's import (a function-level import): KNOWN_CYCLES
     "kernels": {"kernels.objload"},
@@ -50,6 +53,9 @@ KERNEL_RULES: dict[str, set[str]] = {
     # kernel subsystems is the table of span kernels (KNOWN_CYCLES)
     "native": {"kernels", "kernels.objload", "kernels.span_fns"},
 }  # fmt: skip
+for _name, _deps in KERNEL_RULES.items():
+    if _name != "kernels.tuning":
+        _deps.add("kernels.tuning")
 # layer edges that close a cycle, each a function-level or table lookup
 KNOWN_CYCLES = {("kernels", "kernels.objload"), ("native", "kernels.span_fns")}
 ALLOWED: dict[str, set[str]] = {
@@ -234,6 +240,9 @@ def test_checker_sees_a_violation() -> None:
     assert not _allowed("native", "kernels.conv.conv2d")
     assert not _allowed("kernels", "kernels.conv.conv2d")
     assert not _allowed("kernels.ml", "ops.registry")
+    assert _allowed("kernels.ml", "kernels.tuning")
+    assert not _allowed("kernels.tuning", "kernels.isa")
+    assert _layer(PKG / "kernels" / "tuning.py") == "kernels.tuning"
 
 
 def _private_imports(source: str, module: str) -> list[str]:
