@@ -45,7 +45,7 @@ from itertools import count
 
 import numpy as np
 
-from onnxexec.kernels import intrinsics
+from onnxexec.kernels import intrinsics, tuning
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.intrinsics import (
     atomic_add,
@@ -66,7 +66,7 @@ from onnxexec.native.schedstat import CoreWaits
 _lock = threading.Lock()
 recorded = threading.local()  # .jobs: the native jobs a native/launch.py recording saw
 _threads = 1
-SPANS_PER_THREAD = 2  # finer spans balance uneven progress between threads
+SPANS_PER_THREAD = tuning.SPANS_PER_THREAD  # finer spans balance uneven progress between threads
 _SPIN_SECONDS = 2e-4  # how long a hand-off spins before it sleeps (see Pool._adapt)
 
 # ctrl slots (hot words a cache line apart)

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.conv.depthwise import depthwise2d_fused, depthwise_conv2d
 from onnxexec.ops import _window as win
 from onnxexec.ops.registry import op
 
 # Rows of im2col built at once; bounds the temporary to ~256 MiB of float32.
-_COLS_BUDGET = 64 * 1024 * 1024
+_COLS_BUDGET = tuning.OPS_CONV_COLS_BUDGET
 
 
 def compute_dtype(dt: np.dtype) -> np.dtype:

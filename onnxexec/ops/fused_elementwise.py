@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.math.ewise import NUMPY_FNS, run, run_reference
 from onnxexec.kernels.math.special import erf
 from onnxexec.ops.activation import stable_sigmoid
@@ -34,7 +35,7 @@ def _as_rows(x: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
 # dispatch): ~25 us plus ~5 us per input against ~1.5 us per instruction, measured on
 # 2 loaded cores (a stateful model's [1, 64] branches: numpy; a 100-op chain on one
 # tiny input: numba).
-_SMALL = 2048
+_SMALL = tuning.FUSED_ELEMENTWISE_SMALL
 
 
 # the reference table, with the unfused handlers' sigmoid (stable: no early underflow

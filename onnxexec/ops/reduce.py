@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.ops.common import ints, norm_axes, norm_axis
 from onnxexec.ops.registry import op
 
@@ -85,7 +86,7 @@ _KINDS: dict[str, tuple[Callable, Callable]] = {
 }
 
 
-_FAST_MIN = 1 << 14  # elements: smaller reductions stay in numpy (and need no numba)
+_FAST_MIN = tuning.REDUCE_FAST_MIN  # elements: smaller reductions stay in numpy (and need no numba)
 
 
 def _trailing_sum(

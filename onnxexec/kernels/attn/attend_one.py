@@ -24,10 +24,11 @@ from typing import Any, Final
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.attn.ggml_simd_attn import QK_HEADS, WV32
 from onnxexec.kernels.math.ggml_math import expf_vec, f16_round, fma32, rope_cache_fill
 
-PAR_MIN_ATTN: Final = 1 << 17  # query width x cells from which heads run in parallel
+PAR_MIN_ATTN: Final = tuning.ATTEND_ONE_PAR_MIN
 _MAY_PARALLEL: Final = nb.config.NUMBA_NUM_THREADS > 1
 # Head ranges per call: one per thread. A compile-time constant (numba.get_num_threads
 # would keep the kernel out of the on-disk cache); it only decides the split.

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from onnxexec.kernels import bounds
+from onnxexec.kernels import bounds, tuning
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.conv.conv_direct import conv_direct, use_direct
 from onnxexec.kernels.conv.conv_gemm import PARALLEL_MACS, Epi, Geo, pointwise, rows_conv
@@ -55,10 +55,10 @@ from onnxexec.native.parallel import (
 )
 
 f32 = np.float32
-_TILE_ELEMS = 1 << 19  # floats per im2col tile (2 MiB)
+_TILE_ELEMS = tuning.IM2COL_TILE_FLOATS  # floats per im2col tile (2 MiB)
 _NO_BIAS = np.zeros(1, dtype=np.float32)
 _NO_Z = np.zeros((1, 1), dtype=np.float32)
-_WIDE_MIN_OW = 16  # narrower outputs: the junk columns of the wide path cost more than im2col
+_WIDE_MIN_OW = tuning.CONV_WIDE_MIN_OW
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels import tuning
 from onnxexec.kernels.conv.taps_job import TAPS_ARGS, taps_span_run
 from onnxexec.kernels.linalg import blas
 from onnxexec.kernels.math.activations import act_row
@@ -39,10 +40,10 @@ f32 = np.float32
 U = np.uint64
 _NO_BIAS = np.zeros(1, dtype=np.float32)
 _NO_Z = np.zeros((1, 1), dtype=np.float32)
-_MIN_CG = 16  # input channels per group below which K = Cg products run slowly
-_MIN_OW = 10  # output widths below which the junk columns and short products cost more
-_TILE_FLOATS = 1 << 16  # output tile (M x rows * wq) kept around 256 KiB
-_PARALLEL_MACS = 1 << 19  # smaller convs stay on one thread
+_MIN_CG = tuning.CONV_TAPS_MIN_CG  # input channels per group below which K = Cg products run slowly
+_MIN_OW = tuning.CONV_TAPS_MIN_OW
+_TILE_FLOATS = tuning.CONV_TAPS_TILE_FLOATS  # output tile (M x rows * wq) kept around 256 KiB
+_PARALLEL_MACS = tuning.CONV_TAPS_PARALLEL_MACS  # smaller convs stay on one thread
 TAP_SPANS = 2  # spans per thread
 
 

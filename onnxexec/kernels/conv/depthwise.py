@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxexec.kernels import bounds
+from onnxexec.kernels import bounds, tuning
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activation_kinds import CLAMPS
 from onnxexec.kernels.conv.depthwise_planes import (
@@ -113,7 +113,7 @@ def depthwise_conv2d_reference(
     return out
 
 
-_DW_SPAN_MACS = 32768  # multiply-adds a span needs to be worth waking a worker for
+_DW_SPAN_MACS = tuning.DEPTHWISE_SPAN_MACS
 
 
 def depthwise2d_fused(

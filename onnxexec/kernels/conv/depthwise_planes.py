@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels import tuning
 from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.conv.dw_asm import AVAILABLE as DW_ASM
 from onnxexec.kernels.conv.dw_asm import (
@@ -59,7 +60,7 @@ from onnxexec.kernels.conv.dw_asm import (
 from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.math.activations import act_row
 
-_BLOCK = 1024  # virtual output elements per block: the accumulator stays in L1
+_BLOCK = tuning.DEPTHWISE_BLOCK  # virtual output elements per block: the accumulator stays in L1
 U = np.uint64
 
 

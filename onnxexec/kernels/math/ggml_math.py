@@ -25,10 +25,11 @@ import math
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.math.lanes import twins
 from onnxexec.native.parallel import parallel_for
 
-PAR_MIN_WORK = 1 << 16  # element operations from which waking the thread pool pays off
+PAR_MIN_WORK = tuning.GGML_PAR_MIN_WORK
 
 ROUND_MAGIC = np.float32(12582912.0)  # 0x1.8p23: adding it rounds to an integer
 LOG2E = np.float32(float.fromhex("0x1.715476p+0"))
@@ -108,7 +109,7 @@ def expf_vec(x, out):
                 out[i] = expf(x[i])
 
 
-_SILU_BLOCK = 2048  # elements per work item: a few L1-sized scratch rows
+_SILU_BLOCK = tuning.GGML_SILU_BLOCK  # elements per work item: a few L1-sized scratch rows
 
 
 @nb.njit(cache=True, nogil=True)
