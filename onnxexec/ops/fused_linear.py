@@ -14,6 +14,7 @@ import numpy as np
 
 from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv.conv2d import conv2d
+from onnxexec.kernels.conv.layout import layout_of
 from onnxexec.kernels.conv.pointwise_small import Panels
 from onnxexec.kernels.linalg.gemm import batched, linear, linear_packed
 from onnxexec.kernels.linalg.sgemm_packed import unpack
@@ -142,10 +143,12 @@ class ConvState:
     which skip the geometry, path rules and job set-up that cost a small conv more
     than its kernel."""
 
-    __slots__ = ("__weakref__", "b", "geometry", "panels", "replays", "w")
+    __slots__ = ("__weakref__", "b", "geometry", "layout", "panels", "replays", "w")
 
     def __init__(self, w: np.ndarray | None, b: np.ndarray | None) -> None:
         self.w, self.b = w, b
+        # the weight's storage (passes/conv_layout.py), decided here once for conv2d
+        self.layout = None if w is None else layout_of(w)
         one = w is not None and w.ndim == 4 and w.shape[2:] == (1, 1) and w.dtype == F32
         self.panels = Panels(w) if one and w is not None else None
         self.geometry: dict[tuple[tuple[int, ...], tuple[int, ...]], win.Geometry] = {}
@@ -221,11 +224,11 @@ def fused_conv(
         and w.shape[0] % group == 0
         and (z is None or (z.dtype == F32 and z.shape == (x.shape[0], w.shape[0], *g.out)))
     ):
-        panels = None if st is None else st.panels
+        panels, layout = (None, None) if st is None else (st.panels, st.layout)
         with recording() as jobs:
             y = conv2d(
                 x, w, b, g.strides, g.pads_begin, g.dilations, group, g.out,
-                _code(activation), alpha, beta, z, panels,
+                _code(activation), alpha, beta, z, panels, layout,
             )  # fmt: skip
         if jobs and st is not None:
             if len(st.replays) >= _MAX_SHAPES:

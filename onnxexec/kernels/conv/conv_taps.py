@@ -31,6 +31,7 @@ import numpy as np
 
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels import tuning
+from onnxexec.kernels.conv.layout import WeightLayout, layout_of
 from onnxexec.kernels.conv.taps_job import TAPS_ARGS, taps_span_run
 from onnxexec.kernels.linalg import blas
 from onnxexec.kernels.math.activations import act_row
@@ -49,7 +50,7 @@ TAP_SPANS = 2  # spans per thread
 
 def ohwi(w: np.ndarray) -> bool:
     """Whether w (M, Cg, KH, KW) is a view of an (M, KH, KW, Cg) C-contiguous array."""
-    return w.ndim == 4 and w.dtype == f32 and w.transpose(0, 2, 3, 1).flags.c_contiguous
+    return layout_of(w) is WeightLayout.OHWI
 
 
 def to_ohwi(w: np.ndarray) -> np.ndarray:
