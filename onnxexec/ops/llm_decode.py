@@ -200,7 +200,7 @@ def _threads(g: tuple) -> int:
 
 
 def _staged(fn: Any, *args: Any) -> np.ndarray:
-    """A region kernel of kernels/llm_decode_mt (one parallel region per op) on a new
+    """A region kernel of kernels/attn/llm_decode_mt (one parallel region per op) on a new
     job: args = (*fn's leading arguments, threads, group 1, group 2); fn gets the
     counters and job number before the thread count, and the groups flat."""
     with _LOCK:

@@ -93,7 +93,7 @@ def _trailing_sum(
     kind: str, data: np.ndarray, axes: tuple[int, ...], keep: bool
 ) -> np.ndarray | None:
     """ReduceSum / ReduceMean of a big C-contiguous float32 tensor over its last axes
-    (global average pooling) by kernels/reduce.sum_rows; None where it doesn't apply."""
+    (global average pooling) by kernels/math/reduce.sum_rows; None where it doesn't apply."""
     if kind not in ("sum", "mean") or data.dtype != np.float32 or data.size < _FAST_MIN:
         return None
     axes = tuple(sorted(set(axes)))
