@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -48,6 +49,29 @@ def _load(model: str, n_ctx: int, threads: int):
     return LLM(model, n_ctx=n_ctx, threads=threads)
 
 
+def _finish(res: Any, as_json: bool, tail: str) -> None:
+    """End a generation: the JSON object (`--json`) or the streamed text's `tail` and
+    newline on stdout; the token counts and speeds on stderr. `res` is a
+    GenerationResult or a GenaiResult (the same fields)."""
+    if as_json:
+        out = {
+            "text": res.text,
+            "tokens": res.tokens,
+            "prompt_tokens": res.prompt_tokens,
+            "prefill_tok_s": round(res.prefill_tok_s, 2),
+            "decode_tok_s": round(res.decode_tok_s, 2),
+            "stop_reason": res.stop_reason,
+        }
+        click.echo(json.dumps(out))
+    else:
+        click.echo(tail)
+    click.echo(
+        f"prompt tokens: {len(res.prompt_tokens)}  generated: {len(res.tokens)}  "
+        f"prefill {res.prefill_tok_s:.1f} tok/s  decode {res.decode_tok_s:.1f} tok/s",
+        err=True,
+    )
+
+
 def _generate_genai(folder: str, prompt: str, n_predict: int, as_json: bool, threads: int) -> None:
     """Greedy generation from an onnxruntime-genai folder (genai_config.json + ONNX)."""
     from onnxexec.llm.genai import GenaiModel, GenaiResult
@@ -63,26 +87,7 @@ def _generate_genai(folder: str, prompt: str, n_predict: int, as_json: bool, thr
                 sys.stdout.write(text[len(shown) :])
                 sys.stdout.flush()
                 shown = text
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "text": res.text,
-                    "tokens": res.tokens,
-                    "prompt_tokens": res.prompt_tokens,
-                    "prefill_tok_s": round(res.prefill_tok_s, 2),
-                    "decode_tok_s": round(res.decode_tok_s, 2),
-                    "stop_reason": res.stop_reason,
-                }
-            )
-        )
-    else:
-        click.echo(res.text[len(shown) :])
-    click.echo(
-        f"prompt tokens: {len(res.prompt_tokens)}  generated: {len(res.tokens)}  "
-        f"prefill {res.prefill_tok_s:.1f} tok/s  decode {res.decode_tok_s:.1f} tok/s",
-        err=True,
-    )
+    _finish(res, as_json, res.text[len(shown) :])
 
 
 @click.command("generate")
@@ -145,26 +150,7 @@ def generate_cmd(
         if not as_json:
             sys.stdout.write(piece)
             sys.stdout.flush()
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "text": res.text,
-                    "tokens": res.tokens,
-                    "prompt_tokens": res.prompt_tokens,
-                    "prefill_tok_s": round(res.prefill_tok_s, 2),
-                    "decode_tok_s": round(res.decode_tok_s, 2),
-                    "stop_reason": res.stop_reason,
-                }
-            )
-        )
-    else:
-        click.echo("")
-    click.echo(
-        f"prompt tokens: {len(res.prompt_tokens)}  generated: {len(res.tokens)}  "
-        f"prefill {res.prefill_tok_s:.1f} tok/s  decode {res.decode_tok_s:.1f} tok/s",
-        err=True,
-    )
+    _finish(res, as_json, "")
 
 
 @click.command("chat")

@@ -21,7 +21,8 @@ class TensorProto(IntEnum):
     """onnx.TensorProto.DataType's values (onnx.proto), spelled as onnx spells them.
 
     Our own copy so that the IR, the ops and the GGUF path never import onnx (about
-    0.3-0.7 s); tests/unit/ir check it against onnx's enum value by value.
+    0.3-0.7 s); tests/unit/runtime/test_import_weight.py checks it against onnx's enum
+    value by value.
     """
 
     UNDEFINED = 0

@@ -49,7 +49,7 @@ _caller = threading.local()
 
 
 @nb.njit(parallel=True, cache=True)
-def _start_team(out):
+def start_team(out):
     for i in nb.prange(out.size):
         out[i] = i
 
@@ -108,7 +108,7 @@ def pin_caller(cpus: frozenset[int]) -> None:
         # first started inside a pinned run would share the caller's one core forever
         # (a process that runs its kernels without numba, kernels/objload, has no team)
         _caller.warm = True
-        _start_team(np.zeros(nb.get_num_threads(), dtype=np.int64))
+        start_team(np.zeros(nb.get_num_threads(), dtype=np.int64))
     try:
         saved = os.sched_getaffinity(0)
         target = cpus & saved

@@ -28,7 +28,7 @@ from onnxexec.native.parallel import (
     SPANFN,
     TIMEOUT,
     Pool,
-    _join,
+    join_workers,
     native_pool,
     num_threads,
     publish,
@@ -218,7 +218,7 @@ def _replay(ctrl, fctrl, hdr, args, fargs, bounds, x, out, z, timeout):
     fctrl[0], fctrl[1] = fargs[0], fargs[1]
     ctrl[SPANFN] = hdr[HFN]
     publish(ctrl, hdr[HJOB], hdr[HKIND], bounds)
-    return _join(ctrl, fctrl, timeout)
+    return join_workers(ctrl, fctrl, timeout)
 
 
 _NO_Z = np.zeros(1, dtype=np.float32)

@@ -45,7 +45,7 @@ from itertools import count
 
 import numpy as np
 
-from onnxexec.kernels import intrinsics
+from onnxexec.kernels import intrinsics, tuning
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.intrinsics import (
     atomic_add,
@@ -66,7 +66,7 @@ from onnxexec.native.schedstat import CoreWaits
 _lock = threading.Lock()
 recorded = threading.local()  # .jobs: the native jobs a native/launch.py recording saw
 _threads = 1
-SPANS_PER_THREAD = 2  # finer spans balance uneven progress between threads
+SPANS_PER_THREAD = tuning.SPANS_PER_THREAD  # finer spans balance uneven progress between threads
 _SPIN_SECONDS = 2e-4  # how long a hand-off spins before it sleeps (see Pool._adapt)
 
 # ctrl slots (hot words a cache line apart)
@@ -169,7 +169,7 @@ def publish(ctrl, job, kind, bounds):
 
 
 @nb.njit(nogil=True, cache=True, inline="always")
-def _join(ctrl, fctrl, timeout):
+def join_workers(ctrl, fctrl, timeout):
     """Run spans of the posted native job, then wait for the rest: spin ctrl[TICKS],
     then sleep on the DONE futex (without one, return False: the caller sleeps)."""
     while True:
@@ -197,12 +197,12 @@ def _join(ctrl, fctrl, timeout):
 
 @nb.njit(nogil=True, cache=True)
 def serve(ctrl, fctrl, worker, timeout):
-    """A worker's loop (_worker) or a caller's join (_join), in one compiled function:
+    """A worker's loop (_worker) or a caller's join (join_workers), in one compiled function:
     the process loads one library for both sides of a hand-off, not two (the span
     kernels themselves sit behind addresses, kernels/span_fns.py)."""
     if worker:
         return _worker(ctrl, fctrl)
-    return _join(ctrl, fctrl, timeout)
+    return join_workers(ctrl, fctrl, timeout)
 
 
 @nb.njit(nogil=True, cache=True)

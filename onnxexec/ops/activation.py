@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnxexec.ops.elementwise import _erf, legacy_broadcast, narrow
+from onnxexec.ops.elementwise import erf_array, legacy_broadcast, narrow
 from onnxexec.ops.registry import op
 
 
@@ -26,7 +26,7 @@ def _act(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
         return narrow(fn(_f32(x)), x.dtype)
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
+def stable_sigmoid(x: np.ndarray) -> np.ndarray:
     """1 / (1 + e**-x) without overflow for large |x|."""
     if x.dtype == np.float32 and x.ndim:  # (0-d: ufuncs give scalars, no `out=`)
         # In float64, rounded once: e**-x only overflows (to inf, giving 0) where the
@@ -200,13 +200,13 @@ def hard_sigmoid(x: np.ndarray, *, alpha: float = 0.2, beta: float = 0.5) -> np.
 @op("Sigmoid", since=1)
 def sigmoid_v1(x: np.ndarray, *, consumed_inputs: tuple[int, ...] = ()) -> np.ndarray:
     """1 / (1 + e**-x)."""
-    return _act(_sigmoid, x)
+    return _act(stable_sigmoid, x)
 
 
 @op("Sigmoid", since=6)
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """1 / (1 + e**-x)."""
-    return _act(_sigmoid, x)
+    return _act(stable_sigmoid, x)
 
 
 @op("Tanh", since=1)
@@ -253,7 +253,7 @@ def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     """0.5 x (1 + erf(x / sqrt 2)); approximate='tanh':
     0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x**3)))."""
     if approximate == "none":
-        return _act(lambda v: 0.5 * v * (1 + _erf(v / np.sqrt(v.dtype.type(2)))), x)
+        return _act(lambda v: 0.5 * v * (1 + erf_array(v / np.sqrt(v.dtype.type(2)))), x)
     if approximate == "tanh":
         return _act(lambda v: 0.5 * v * (1 + np.tanh(_SQRT_2_OVER_PI * (v + 0.044715 * v**3))), x)
     raise ValueError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
@@ -262,7 +262,7 @@ def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
 @op("Swish", since=24)
 def swish(x: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
     """x * sigmoid(alpha * x)."""
-    return _act(lambda v: v * _sigmoid(alpha * v), x)
+    return _act(lambda v: v * stable_sigmoid(alpha * v), x)
 
 
 @op("SwiGLU", since=28)
@@ -272,4 +272,4 @@ def swiglu(a: np.ndarray, b: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
         raise ValueError(f"SwiGLU: A {list(a.shape)} and B {list(b.shape)} must have one shape")
     with np.errstate(all="ignore"):
         va = _f32(a)
-        return narrow(va * _sigmoid(alpha * va) * _f32(b), a.dtype)
+        return narrow(va * stable_sigmoid(alpha * va) * _f32(b), a.dtype)

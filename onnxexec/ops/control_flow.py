@@ -15,7 +15,7 @@ import numpy as np
 from onnxexec.ir.dtypes import np_dtype
 from onnxexec.ir.graph import Graph
 from onnxexec.ir.types import TensorType
-from onnxexec.ops._common import norm_axis
+from onnxexec.ops.common import norm_axis
 from onnxexec.ops.registry import op
 
 RunGraph = Callable[..., list[Any]]

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.conv.depthwise import depthwise2d_fused, depthwise_conv2d
 from onnxexec.ops import _window as win
 from onnxexec.ops.contrib.quant_iconv import (
@@ -27,10 +28,10 @@ from onnxexec.ops.contrib.quant_igemm import PackedInt8
 from onnxexec.ops.registry import op
 
 # Rows of im2col built at once; bounds the temporary to ~256 MiB of float32.
-_COLS_BUDGET = 64 * 1024 * 1024
+_COLS_BUDGET = tuning.OPS_CONV_COLS_BUDGET
 
 
-def _compute_dtype(dt: np.dtype) -> np.dtype:
+def compute_dtype(dt: np.dtype) -> np.dtype:
     """float16 / bfloat16 accumulate in float32 (numpy has no BLAS for them)."""
     return np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
 
@@ -108,7 +109,7 @@ def conv_nd(
     return y
 
 
-def _geometry(
+def conv_geometry(
     x: np.ndarray,
     w: np.ndarray,
     kernel_shape: Sequence[int] | None,
@@ -137,8 +138,8 @@ def conv(
     strides: tuple[int, ...] | None = None,
 ) -> np.ndarray:
     """X (N, C, D1..Dn), W (M, C/group, K1..Kn), B (M,) -> Y (N, M, O1..On)."""
-    g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
-    y = conv_nd(x, w, b, group=group, g=g, dt=_compute_dtype(x.dtype))
+    g = conv_geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    y = conv_nd(x, w, b, group=group, g=g, dt=compute_dtype(x.dtype))
     return y.astype(x.dtype, copy=False)
 
 
@@ -216,7 +217,7 @@ def conv_integer(
     prepared: PackedInt8 | None = None,
 ) -> np.ndarray:
     """x (N, C, D...) u8/i8, w (M, C/group, K...) u8/i8 -> y int32 (N, M, O...)."""
-    g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    g = conv_geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
     if _igemm_conv(x, x_zero_point, w, w_zero_point, group):
         pw = packed_conv(prepared, w, w_zero_point)
         return conv_integer_igemm(x, x_zero_point, pw, g)
@@ -262,7 +263,7 @@ def qlinear_conv(
     accumulator scale); w_scale / w_zero_point may be per output channel (M,).
     Rounding is half-to-even as QuantizeLinear's.
     """
-    g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+    g = conv_geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
     if _igemm_conv(x, x_zero_point, w, w_zero_point, group):
         xs = np.float32(np.asarray(x_scale).reshape(-1)[0])
         ys = np.float32(np.asarray(y_scale).reshape(-1)[0])
@@ -308,7 +309,7 @@ def causal_conv_with_state(
     if past_state is None:
         past_state = np.zeros((bsz, c, k - 1), dtype=x.dtype)
     full = np.concatenate([past_state, x], axis=2)
-    dt = _compute_dtype(x.dtype)
+    dt = compute_dtype(x.dtype)
     g = win.geometry(full.shape[2:], (k,))
     y = conv_nd(full.astype(dt, copy=False), weight, bias, group=c, g=g, dt=dt)
     if activation != "none":

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from onnxexec.ops import _window as win
-from onnxexec.ops.conv import _compute_dtype
+from onnxexec.ops.conv import compute_dtype
 from onnxexec.ops.registry import op
 
 
@@ -77,7 +77,7 @@ def conv_transpose(
     s, d, p = win.defaults(nd, strides, dilations, pads)
     opad = tuple(output_padding[:nd]) if output_padding else (0,) * nd
     begin, out = _transpose_pads(in_sp, kernel, s, d, p, opad, output_shape, auto_pad)
-    dt = _compute_dtype(x.dtype)
+    dt = compute_dtype(x.dtype)
     cg, mg = c // group, w.shape[1]
     m = mg * group
     k_total = int(np.prod(kernel))
@@ -149,7 +149,7 @@ def deform_conv(
     out_sp = offset.shape[2:]
     k_total = int(np.prod(kernel))
     o_total = int(np.prod(out_sp))
-    dt = _compute_dtype(x.dtype)
+    dt = compute_dtype(x.dtype)
     off = offset.astype(dt).reshape(n_b, offset_group, k_total, nd, o_total)
     msk = (
         np.ones((n_b, offset_group, k_total, o_total), dtype=dt)

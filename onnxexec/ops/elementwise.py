@@ -76,7 +76,7 @@ def legacy_broadcast(
     return a, b.reshape(shape)
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
+def erf_array(x: np.ndarray) -> np.ndarray:
     return erf(np.asarray(x))
 
 
@@ -103,7 +103,7 @@ def _register(op_type: str, fn: Ufunc, since: int, legacy: bool, doc: str) -> No
 
 
 # op -> (ufunc, first opset, has an opset-1 version with consumed_inputs, docstring)
-_UNARY: dict[str, tuple[Ufunc, int, bool, str]] = {
+UNARY: dict[str, tuple[Ufunc, int, bool, str]] = {
     "Abs": (np.abs, 1, True, "|x|, integers included (abs(INT_MIN) wraps)."),
     "Neg": (np.negative, 1, True, "-x; signed integers wrap."),
     "Ceil": (np.ceil, 1, True, "Smallest integral value >= x."),
@@ -123,13 +123,13 @@ _UNARY: dict[str, tuple[Ufunc, int, bool, str]] = {
     "Atanh": (np.arctanh, 9, False, "arctanh(x)."),
     "Cosh": (np.cosh, 9, False, "cosh(x)."),
     "Sinh": (np.sinh, 9, False, "sinh(x)."),
-    "Erf": (_erf, 9, False, "Gauss error function."),
+    "Erf": (erf_array, 9, False, "Gauss error function."),
     "Sign": (np.sign, 9, False, "-1, 0 or 1 (NaN stays NaN); unsigned inputs give 0 or 1."),
     # Round-11: "rounds half to even" (numpy's rint), e.g. 2.5 -> 2, -1.5 -> -2.
     "Round": (np.rint, 11, False, "Round to nearest integer, ties to even."),
 }
 
-for _name, (_fn, _since, _legacy, _doc) in _UNARY.items():
+for _name, (_fn, _since, _legacy, _doc) in UNARY.items():
     _register(_name, _fn, _since, _legacy, _doc)
 
 

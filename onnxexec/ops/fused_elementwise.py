@@ -10,9 +10,10 @@ from typing import Any, cast
 
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.math.ewise import NUMPY_FNS, run, run_reference
 from onnxexec.kernels.math.special import erf
-from onnxexec.ops.activation import _sigmoid
+from onnxexec.ops.activation import stable_sigmoid
 from onnxexec.ops.elementwise import FP_QUIET
 from onnxexec.ops.registry import op
 
@@ -36,7 +37,7 @@ def _as_rows(x: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
 # dispatch): ~25 us plus ~5 us per input against ~1.5 us per instruction, measured on
 # 2 loaded cores (a stateful model's [1, 64] branches: numpy; a 100-op chain on one
 # tiny input: numba).
-_SMALL = 2048
+_SMALL = tuning.FUSED_ELEMENTWISE_SMALL
 
 
 _F32 = np.dtype(np.float32)
@@ -53,7 +54,7 @@ def _relu(x: Any) -> Any:
 _NUMPY_OPS: dict[int, Callable[..., Any]] = {
     **cast(dict, NUMPY_FNS),
     12: _relu,
-    13: _sigmoid,
+    13: stable_sigmoid,
     18: erf,
 }
 
@@ -72,9 +73,9 @@ Compiled = tuple[
 
 def _sigmoid_fn() -> Callable[[Any], Any]:
     """Sigmoid for `_small`: the compiled float32 form (kernels/math/sigmoid.py, the
-    same float64 formula as `_sigmoid`, ~5x cheaper on a tiny row) for float32 arrays
+    same float64 formula as `stable_sigmoid`, ~5x cheaper on a tiny row) for float32 arrays
     up to its SMALL; a larger one, a scalar or a float64 register (after Erf) takes
-    `_sigmoid` as before."""
+    `stable_sigmoid` as before."""
     from onnxexec.kernels.math.sigmoid import SMALL, sigmoid32
 
     nd = np.ndarray
@@ -82,7 +83,7 @@ def _sigmoid_fn() -> Callable[[Any], Any]:
     def sigmoid(x: Any) -> Any:
         if type(x) is nd and x.dtype is _F32 and x.size <= SMALL:
             return sigmoid32(x)
-        return _sigmoid(x)
+        return stable_sigmoid(x)
 
     return sigmoid
 

@@ -16,14 +16,15 @@ from onnxexec.kernels.activation_kinds import ACT
 from onnxexec.kernels.conv.conv2d import conv2d
 from onnxexec.kernels.conv.conv_direct import use_direct
 from onnxexec.kernels.conv.conv_rows import use_rows
-from onnxexec.kernels.conv.conv_taps import ohwi, to_ohwi, use_taps
+from onnxexec.kernels.conv.conv_taps import to_ohwi, use_taps
+from onnxexec.kernels.conv.layout import WeightLayout, layout_of
 from onnxexec.kernels.conv.pointwise_small import Panels
 from onnxexec.kernels.linalg.gemm import batched, linear, linear_packed
 from onnxexec.kernels.linalg.sgemm_packed import unpack
 from onnxexec.kernels.math.activations import epilogue, epilogue_reference
 from onnxexec.native.launch import Replay, recording
 from onnxexec.ops import _window as win
-from onnxexec.ops.conv import _compute_dtype, _geometry, conv_nd
+from onnxexec.ops.conv import compute_dtype, conv_geometry, conv_nd
 from onnxexec.ops.registry import op
 
 D = "onnxexec"
@@ -145,29 +146,33 @@ class ConvState:
     which skip the geometry, path rules and job set-up that cost a small conv more
     than its kernel."""
 
-    __slots__ = ("__weakref__", "b", "geometry", "panels", "replays", "w", "w_ohwi")
+    __slots__ = ("__weakref__", "b", "geometry", "layout", "panels", "replays", "w", "w_ohwi")
 
     def __init__(self, w: np.ndarray | None, b: np.ndarray | None) -> None:
         self.w, self.b = w, b
+        # the weight's storage (passes/conv_layout.py), decided here once for conv2d
+        self.layout = None if w is None else layout_of(w)
         self.w_ohwi: np.ndarray | None = None
         one = w is not None and w.ndim == 4 and w.shape[2:] == (1, 1) and w.dtype == F32
         self.panels = Panels(w) if one and w is not None else None
         self.geometry: dict[tuple[tuple[int, ...], tuple[int, ...]], win.Geometry] = {}
         self.replays: dict[tuple[int, ...], Replay | None] = {}
 
-    def weight_for(self, x: np.ndarray, g: win.Geometry, group: int) -> np.ndarray:
-        """The weight to hand conv2d for input x: an OHWI copy, made once, when conv2d
-        would take a path that reads OHWI weights (conv_direct, conv_rows, conv_taps)
+    def weight_for(
+        self, x: np.ndarray, g: win.Geometry, group: int
+    ) -> tuple[np.ndarray, WeightLayout | None]:
+        """The weight to hand conv2d for input x and its layout: an OHWI copy, made once,
+        when conv2d would take a path that reads OHWI weights (conv_direct, conv_rows, conv_taps)
         and the plan's weight is still OIHW. passes/conv_layout re-stores such weights
         in place when their shapes are known at planning; this covers the rest (a
         conv after an op whose output shape is known only at run time)."""
         w = self.w
         assert w is not None
         if self.w_ohwi is not None:
-            return self.w_ohwi
+            return self.w_ohwi, WeightLayout.OHWI
         m, cg, kh, kw = w.shape
-        if kh * kw == 1 or cg == 1 or ohwi(w) or len(g.out) != 2:
-            return w
+        if kh * kw == 1 or cg == 1 or self.layout is WeightLayout.OHWI or len(g.out) != 2:
+            return w, self.layout
         oh, ow = g.out
         h, wd = x.shape[2], x.shape[3]
         if (
@@ -176,8 +181,8 @@ class ConvState:
             or use_direct(cg, kh, kw, g.strides[0], g.strides[1], h, wd)
         ):
             self.w_ohwi = to_ohwi(w)
-            return self.w_ohwi
-        return w
+            return self.w_ohwi, WeightLayout.OHWI
+        return w, self.layout
 
     def owns(self, w: np.ndarray, b: np.ndarray | None) -> bool:
         """Whether this call's weight and bias are the plan's constants (replays and
@@ -235,9 +240,11 @@ def fused_conv(
         if g is None:
             if len(st.geometry) >= _MAX_SHAPES:
                 st.geometry.clear()
-            g = st.geometry[key] = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+            g = st.geometry[key] = conv_geometry(
+                x, w, kernel_shape, strides, dilations, pads, auto_pad
+            )
     else:
-        g = _geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
+        g = conv_geometry(x, w, kernel_shape, strides, dilations, pads, auto_pad)
     if (
         x.ndim == 4
         and x.dtype == F32
@@ -248,18 +255,20 @@ def fused_conv(
         and (z is None or (z.dtype == F32 and z.shape == (x.shape[0], w.shape[0], *g.out)))
     ):
         panels = None if st is None else st.panels
-        wk = w if st is None or w.ndim != 4 or w.dtype != F32 else st.weight_for(x, g, group)
+        wk, layout = (
+            (w, None) if st is None or w.ndim != 4 or w.dtype != F32 else st.weight_for(x, g, group)
+        )
         with recording() as jobs:
             y = conv2d(
                 x, wk, b, g.strides, g.pads_begin, g.dilations, group, g.out,
-                _code(activation), alpha, beta, z, panels,
+                _code(activation), alpha, beta, z, panels, layout,
             )  # fmt: skip
         if jobs and st is not None:
             if len(st.replays) >= _MAX_SHAPES:
                 st.replays.clear()
             st.replays[x.shape] = Replay.of(jobs, x, y, z)
         return y
-    y = conv_nd(x, w, b, group=group, g=g, dt=_compute_dtype(x.dtype))
+    y = conv_nd(x, w, b, group=group, g=g, dt=compute_dtype(x.dtype))
     y = np.ascontiguousarray(y.astype(x.dtype, copy=False))
     if z is not None:
         y = y + z

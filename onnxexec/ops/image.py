@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from onnxexec.ops import _window as win
-from onnxexec.ops._common import ints, norm_axes
+from onnxexec.ops.common import ints, norm_axes
 from onnxexec.ops.registry import op
 
 # --- GridSample ---

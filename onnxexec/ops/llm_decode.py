@@ -179,14 +179,14 @@ def warm_pool() -> None:
     nothing. (Here, not in native/parallel.py: the kernels' sources are unchanged.)"""
     from onnxexec.kernels.objload import warm
     from onnxexec.native import parallel as par
-    from onnxexec.native.affinity import _start_team
+    from onnxexec.native.affinity import start_team
 
     ctrl = np.zeros(par.BOUNDS + par.MAX_SPANS + 1, dtype=np.int64)
     warm(par.serve, ctrl, np.zeros(4, dtype=np.float64), True, par.TIMEOUT)
     warm(par.publish, ctrl, 1, par.KIND_PY, np.arange(2, dtype=np.int64))
     warm(par._spin_while, np.zeros(1, dtype=np.int64), 0, 1)
     warm(par._read_cycles)
-    warm(_start_team, np.zeros(1, dtype=np.int64))  # numba is in: this module uses it
+    warm(start_team, np.zeros(1, dtype=np.int64))  # numba is in: this module uses it
 
 
 def _threads(g: tuple) -> int:
@@ -200,7 +200,7 @@ def _threads(g: tuple) -> int:
 
 
 def _staged(fn: Any, *args: Any) -> np.ndarray:
-    """A region kernel of kernels/llm_decode_mt (one parallel region per op) on a new
+    """A region kernel of kernels/attn/llm_decode_mt (one parallel region per op) on a new
     job: args = (*fn's leading arguments, threads, group 1, group 2); fn gets the
     counters and job number before the thread count, and the groups flat."""
     with _LOCK:

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from onnxexec.kernels.ml.tree_scores import (
-    _predict_classes,
-    _predict_targets,
     predict_classes,
+    predict_classes_jit,
     predict_targets,
+    predict_targets_jit,
 )
 from onnxexec.kernels.ml.trees import (
     AVERAGE,
@@ -120,10 +120,10 @@ class TreeRunner:
         n = x.shape[0]
         if self.classes:
             out: Any = (np.empty(n, np.int64), np.empty((n, f.n_targets), np.float32))
-            kernel = _predict_classes
+            kernel = predict_classes_jit
         else:
             out = (np.empty((n, f.n_targets), np.float32),)
-            kernel = _predict_targets
+            kernel = predict_targets_jit
         args = (x, *self.args, *out)
         key = (x.dtype, x.flags.num)
         if key != self.fn_key:

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from onnxexec.ops._common import norm_axes, norm_axis
+from onnxexec.ops.common import norm_axes, norm_axis
 from onnxexec.ops.registry import op
 
 Arr = np.ndarray

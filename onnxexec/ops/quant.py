@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from onnxexec.ir.dtypes import np_dtype
-from onnxexec.ops._common import norm_axis
+from onnxexec.ops.common import norm_axis
 from onnxexec.ops.registry import op
 
 _FLOAT8 = {

@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnxexec.ops._common import ints, norm_axes, norm_axis
+from onnxexec.kernels import tuning
+from onnxexec.ops.common import ints, norm_axes, norm_axis
 from onnxexec.ops.registry import op
 
 
@@ -85,15 +86,15 @@ _KINDS: dict[str, tuple[Callable, Callable]] = {
 }
 
 
-_FAST_MIN = 1 << 14  # elements: smaller reductions stay in numpy (and need no numba)
+FAST_MIN = tuning.REDUCE_FAST_MIN  # elements: smaller reductions stay in numpy (and need no numba)
 
 
 def _trailing_sum(
     kind: str, data: np.ndarray, axes: tuple[int, ...], keep: bool
 ) -> np.ndarray | None:
     """ReduceSum / ReduceMean of a big C-contiguous float32 tensor over its last axes
-    (global average pooling) by kernels/reduce.sum_rows; None where it doesn't apply."""
-    if kind not in ("sum", "mean") or data.dtype != np.float32 or data.size < _FAST_MIN:
+    (global average pooling) by kernels/math/reduce.sum_rows; None where it doesn't apply."""
+    if kind not in ("sum", "mean") or data.dtype != np.float32 or data.size < FAST_MIN:
         return None
     axes = tuple(sorted(set(axes)))
     nd = data.ndim

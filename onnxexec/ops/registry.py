@@ -193,6 +193,6 @@ def _ensure_loaded() -> None:
     # raises here (and again on the next lookup) instead of leaving a half-filled
     # registry that reports its ops as unsupported.
     for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
-        if not info.name.endswith((".registry", "._common")):
+        if not info.name.endswith((".registry", ".common")):
             importlib.import_module(info.name)
     _loaded = True

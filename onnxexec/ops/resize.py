@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onnxexec.ops._common import norm_axes
+from onnxexec.ops.common import norm_axes
 from onnxexec.ops.registry import op
 
 

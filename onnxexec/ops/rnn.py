@@ -37,7 +37,7 @@ _ACTIVATIONS: dict[str, tuple[int, tuple[float, float], Callable[..., np.ndarray
 }
 
 
-def _activations(
+def rnn_activations(
     names: tuple[str, ...] | None,
     alphas: tuple[float, ...] | None,
     betas: tuple[float, ...] | None,
@@ -67,13 +67,13 @@ def _activations(
     return [acts[d * per : (d + 1) * per] for d in range(n_dirs)]
 
 
-def _clipper(clip: float | None) -> Act:
+def clipper(clip: float | None) -> Act:
     if clip is None:
         return lambda x: x
     return lambda x: np.clip(x, -clip, clip)
 
 
-def _reverse_valid(x: np.ndarray, lens: np.ndarray) -> np.ndarray:
+def reverse_valid(x: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """x (T, B, ...) with each column b's first lens[b] rows reversed."""
     t_len = x.shape[0]
     t = np.arange(t_len)[:, None]
@@ -120,7 +120,7 @@ def _run(
             wb = rb = np.zeros(n_gates * hid, work)
         else:
             wb, rb = np.split(b[d].astype(work, copy=False), 2)
-        xs = _reverse_valid(x, lens) if reverse else x
+        xs = reverse_valid(x, lens) if reverse else x
         xw = np.matmul(xs, wd.T) + wb  # (T, B, G*H)
         states = [np.zeros((batch, hid), work) if s is None else s[d].astype(work) for s in initial]
         y = np.zeros((t_len, batch, hid), work)
@@ -129,7 +129,7 @@ def _run(
             new = step(xw[t], states, rd, rb, **per_dir[d])
             states = [np.where(live, n, s) for n, s in zip(new, states, strict=True)]
             y[t] = np.where(live, states[0], 0)
-        ys.append(_reverse_valid(y, lens) if reverse else y)
+        ys.append(reverse_valid(y, lens) if reverse else y)
         finals.append(states)
     y_all = np.stack(ys, axis=1)  # (T, D, B, H)
     outs = [np.stack([f[k] for f in finals]) for k in range(len(initial))]  # (D, B, H)
@@ -220,8 +220,8 @@ def rnn(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb). Returns Y, Y_h."""
     nd = _n_dirs(direction)
-    acts = _activations(activations, activation_alpha, activation_beta, ("Tanh",), nd)
-    per = [{"f": a[0], "clip": _clipper(clip)} for a in acts]
+    acts = rnn_activations(activations, activation_alpha, activation_beta, ("Tanh",), nd)
+    per = [{"f": a[0], "clip": clipper(clip)} for a in acts]
     return _run(
         _rnn_step,
         1,
@@ -271,9 +271,9 @@ def gru(
             layout=layout,
             linear_before_reset=linear_before_reset,
         )
-    acts = _activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh"), nd)
+    acts = rnn_activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh"), nd)
     per = [
-        {"f": a[0], "g": a[1], "clip": _clipper(clip), "linear_before_reset": linear_before_reset}
+        {"f": a[0], "g": a[1], "clip": clipper(clip), "linear_before_reset": linear_before_reset}
         for a in acts
     ]
     return _run(
@@ -321,7 +321,7 @@ def lstm(
         return rnn_fast.run(  # type: ignore[return-value]
             "LSTM", prepared, x, [initial_h, initial_c], direction=direction, layout=layout
         )
-    acts = _activations(
+    acts = rnn_activations(
         activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), nd
     )
     work = np.float64 if x.dtype == np.float64 else np.float32
@@ -330,7 +330,7 @@ def lstm(
             "f": a[0],
             "g": a[1],
             "h": a[2],
-            "clip": _clipper(clip),
+            "clip": clipper(clip),
             "p": None if p is None else p[d].astype(work),
             "input_forget": input_forget,
         }

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from onnxexec.ir.graph import Graph
-from onnxexec.ops._common import norm_axis
+from onnxexec.ops.common import norm_axis
 from onnxexec.ops.registry import op
 
 

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from onnxexec.ops._common import ints, norm_axes, norm_axis
+from onnxexec.ops.common import ints, norm_axes, norm_axis
 from onnxexec.ops.registry import op
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from onnxexec.ops._common import ints, norm_axes, norm_axis
+from onnxexec.ops.common import ints, norm_axes, norm_axis
 from onnxexec.ops.registry import op
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnxexec.ops._common import norm_axis
+from onnxexec.ops.common import norm_axis
 from onnxexec.ops.elementwise import narrow
 from onnxexec.ops.registry import op
 

@@ -34,11 +34,12 @@ import numpy as np
 
 from onnxexec.errors import OnnxExecError
 from onnxexec.ir.graph import Graph, Node
+from onnxexec.kernels import tuning
 from onnxexec.passes._editor import GraphEditor
 
 D = "onnxexec"
 _OPS = ("FusedMatMul", "FusedMatMulGroup")
-_MIN_SIZE = 1 << 16  # K * N below which a weight stays unpacked
+_MIN_SIZE = tuning.PACK_WEIGHTS_MIN_SIZE  # K * N below which a weight stays unpacked
 
 
 @dataclass

@@ -8,7 +8,7 @@ import numpy as np
 from onnxexec.ir.dtypes import onnx_dtype
 from onnxexec.ir.graph import Node
 from onnxexec.ir.onnx_pb import TensorProto
-from onnxexec.ops._common import norm_axis
+from onnxexec.ops.common import norm_axis
 from onnxexec.passes import symdim
 from onnxexec.passes.shape_inference import Facts, const_facts, rule
 from onnxexec.passes.symdim import Dim
@@ -28,17 +28,17 @@ _VARIADIC = "Max Min Sum Mean".split()
 _COMPARE = "Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor".split()
 
 
-_UNKNOWN_AXES = ("?",)
+UNKNOWN_AXES = ("?",)
 
 
-def _axes(n: Node, ins: list[Facts], k: int) -> tuple | None:
-    """Axes from the attribute or input k; None when absent, _UNKNOWN_AXES when given
+def axes_of(n: Node, ins: list[Facts], k: int) -> tuple | None:
+    """Axes from the attribute or input k; None when absent, UNKNOWN_AXES when given
     by an input whose value is not known here."""
     if "axes" in n.attrs:
         return tuple(n.attrs["axes"])
     if len(ins) > k and n.inputs[k]:
         v = ins[k].ints()
-        return _UNKNOWN_AXES if v is None else v
+        return UNKNOWN_AXES if v is None else v
     return None
 
 
@@ -219,8 +219,8 @@ def _gather_nd(n, ins):
 @rule("Unsqueeze")
 def _unsqueeze(n, ins):
     x = ins[0]
-    axes = _axes(n, ins, 1)
-    if x.shape is None or axes is None or axes is _UNKNOWN_AXES:
+    axes = axes_of(n, ins, 1)
+    if x.shape is None or axes is None or axes is UNKNOWN_AXES:
         return [Facts(x.elem)]
     r = len(x.shape) + len(axes)
     ax = sorted(norm_axis(a, r) for a in axes)
@@ -233,8 +233,8 @@ def _unsqueeze(n, ins):
 @rule("Squeeze")
 def _squeeze(n, ins):
     x = ins[0]
-    axes = _axes(n, ins, 1)
-    if x.shape is None or axes is _UNKNOWN_AXES:
+    axes = axes_of(n, ins, 1)
+    if x.shape is None or axes is UNKNOWN_AXES:
         return [Facts(x.elem)]
     if axes is None:
         if not symdim.is_static(x.shape):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.ops._common import norm_axis
+from onnxexec.ops.common import norm_axis
 from onnxexec.passes import symdim
 from onnxexec.passes.shape_inference import Facts, rule
 from onnxexec.passes.symdim import Dim

@@ -6,10 +6,10 @@ from __future__ import annotations
 from onnxexec.ir.graph import Graph
 from onnxexec.ir.onnx_pb import TensorProto
 from onnxexec.ir.types import TensorType
-from onnxexec.ops._common import norm_axis
+from onnxexec.ops.common import norm_axis
 from onnxexec.passes import symdim
 from onnxexec.passes.shape_inference import Facts, rule
-from onnxexec.passes.shape_rules import _UNKNOWN_AXES, _axes
+from onnxexec.passes.shape_rules import UNKNOWN_AXES, axes_of
 from onnxexec.passes.symdim import Dim
 
 BOOL = TensorProto.BOOL
@@ -142,9 +142,9 @@ def _gemm(n, ins):
 @rule(*_REDUCE)
 def _reduce(n, ins):
     x = ins[0]
-    axes = _axes(n, ins, 1)
+    axes = axes_of(n, ins, 1)
     keep = n.attrs.get("keepdims", 1)
-    if x.shape is None or axes is _UNKNOWN_AXES:
+    if x.shape is None or axes is UNKNOWN_AXES:
         return [Facts(x.elem)]
     r = len(x.shape)
     if not axes:

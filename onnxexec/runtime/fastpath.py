@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from onnxexec.ops.activation import _sigmoid
-from onnxexec.ops.elementwise import _UNARY
-from onnxexec.ops.reduce import _FAST_MIN
+from onnxexec.ops.activation import stable_sigmoid
+from onnxexec.ops.elementwise import UNARY
+from onnxexec.ops.reduce import FAST_MIN
 from onnxexec.ops.registry import Handler
 
 # The dtype the fast path is checked against (`a.dtype is F32`: numpy shares one dtype
@@ -53,15 +53,15 @@ _BINARY: dict[str, Callable[..., Any]] = {
     "LessOrEqual": np.less_equal,
 }
 
-# The handlers' own functions for float32 (elementwise._UNARY, activation.py), minus
+# The handlers' own functions for float32 (elementwise.UNARY, activation.py), minus
 # Erf, whose kernel computes in float64 and relies on the handler to round back.
 _UNARY_FAST: dict[str, Callable[..., Any]] = {
-    name: fn for name, (fn, _since, _legacy, _doc) in _UNARY.items() if name != "Erf"
+    name: fn for name, (fn, _since, _legacy, _doc) in UNARY.items() if name != "Erf"
 }
 _UNARY_FAST.update(
     {
         "Tanh": np.tanh,
-        "Sigmoid": _sigmoid,  # the stable form the handler applies (compiled: fast_fn)
+        "Sigmoid": stable_sigmoid,  # the stable form the handler applies (compiled: fast_fn)
         "Relu": _relu32,
     }
 )
@@ -74,7 +74,7 @@ _REDUCE_ATTRS = frozenset({"keepdims", "noop_with_empty_axes", "axes"})
 def _reduce_all(handler: Handler, kwargs: dict[str, Any]) -> Callable[..., Any] | None:
     """ReduceSum / ReduceMean of float32 over every axis, as reduce._sum computes it
     (summed in float64 as np.sum does, rounded, then divided by the count in float32);
-    tensors from reduce._FAST_MIN elements on take the handler (its numba kernel)."""
+    tensors from reduce.FAST_MIN elements on take the handler (its numba kernel)."""
     mean = _REDUCE_KINDS.get(handler.op_type)
     if mean is None or not set(kwargs) <= _REDUCE_ATTRS or kwargs.get("axes"):
         return None
@@ -85,7 +85,7 @@ def _reduce_all(handler: Handler, kwargs: dict[str, Any]) -> Callable[..., Any] 
     add: Any = np.add.reduce  # positional keepdims (numpy's stubs type it by keyword)
 
     def reduce_all(x: np.ndarray) -> Any:
-        if x.size >= _FAST_MIN:
+        if x.size >= FAST_MIN:
             return fn(x, **kwargs)
         s = np.asarray(add(x, tuple(range(x.ndim)), f64, None, keep)).astype(F32)
         return s / x.size if mean else s
@@ -120,6 +120,6 @@ def sigmoid32() -> Callable[[np.ndarray], np.ndarray]:
     from onnxexec.kernels.math.sigmoid import sigmoid32 as kernel
 
     def sigmoid(x: np.ndarray) -> np.ndarray:
-        return kernel(x) if x.size <= SMALL else _sigmoid(x)
+        return kernel(x) if x.size <= SMALL else stable_sigmoid(x)
 
     return sigmoid

@@ -17,7 +17,7 @@ import numpy as np
 
 from onnxexec.errors import InvalidArgument
 from onnxexec.ir.dtypes import np_dtype
-from onnxexec.runtime.ortvalue import OrtValue, OrtValueVector, _check_device
+from onnxexec.runtime.ortvalue import OrtValue, OrtValueVector, check_device
 
 
 def _dtype(element_type: Any) -> np.dtype:
@@ -61,7 +61,7 @@ class IOBinding:
         shape: Sequence[int],
         buffer_ptr: int,
     ) -> None:
-        _check_device(device_type, device_id)
+        check_device(device_type, device_id)
         self._inputs[name] = array_at(buffer_ptr, element_type, shape)
 
     def bind_ortvalue_input(self, name: str, ortvalue: OrtValue) -> None:
@@ -79,7 +79,7 @@ class IOBinding:
         shape: Sequence[int] | None = None,
         buffer_ptr: int | None = None,
     ) -> None:
-        _check_device(device_type, device_id)
+        check_device(device_type, device_id)
         if buffer_ptr is None:
             self._outputs[name] = None
             return

@@ -33,7 +33,7 @@ def elem_type_of(arr: np.ndarray) -> int:
     return onnx_dtype(arr.dtype)
 
 
-def _check_device(device_type: str, device_id: int) -> None:
+def check_device(device_type: str, device_id: int) -> None:
     if str(device_type).lower() != "cpu":
         raise ConfigError(
             f"device '{device_type}:{device_id}' is not available: onnxexec runs on the CPU only"
@@ -68,7 +68,7 @@ class OrtValue:
         numpy_obj: Any, device_type: str = "cpu", device_id: int = 0, vendor_id: int = -1
     ) -> OrtValue:
         """Wrap `numpy_obj` (no copy when it is C-contiguous and not a string array)."""
-        _check_device(device_type, device_id)
+        check_device(device_type, device_id)
         arr = np.asarray(numpy_obj)
         if _is_string_dtype(arr.dtype) and arr.dtype.kind != "O":
             arr = arr.astype(object)  # onnxruntime copies strings into std::string tensors
@@ -99,7 +99,7 @@ class OrtValue:
         vendor_id: int = -1,
     ) -> OrtValue:
         """A new uninitialised tensor; `element_type` is a numpy type or an ONNX type id."""
-        _check_device(device_type, device_id)
+        check_device(device_type, device_id)
         if isinstance(element_type, int | np.integer) and not isinstance(element_type, bool):
             dt = np_dtype(int(element_type))
         else:

@@ -12,7 +12,7 @@ from tests.differential._sub import Sub, values
 UNARY = ("Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Reciprocal", "Erf")
 BINARY = ("Add", "Sub", "Mul", "Div", "Max", "Min")
 # float32 ops that numpy and the fused kernel compute with the same IEEE operation:
-# their chains must be bit-equal; the others use vectorized exp / tanh / erf (kernels/vmath)
+# their chains must be bit-equal; the others use vectorized exp / tanh / erf (kernels/math/vmath.py)
 EXACT_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Neg", "Abs", "Relu", "Sqrt"})
 PATTERNS = ("scalar", "one", "row", "column", "rank_up", "full", "self")
 

@@ -29,7 +29,10 @@ TOOLS = {"conformance", "benchmark", "as_onnxruntime", "ray"}  # what CLI comman
 # intrinsics, the numba setup in __init__); `kernels.objload` runs cached kernels
 # without numba; `native` is the thread pool the kernels post their jobs to, and
 # `kernels.span_fns` the table of the span kernels the pool's workers call.
+# `kernels.tuning` is the table of path thresholds: plain integers, importing nothing,
+# so every layer may read it (each kernel layer's set gets it below).
 KERNEL_RULES: dict[str, set[str]] = {
+    "kernels.tuning": set(),
     # objload reads the store's folders and digest from the top level, which hooks
     # objload into numba's import (a function-level import): KNOWN_CYCLES
     "kernels": {"kernels.objload"},
@@ -50,6 +53,9 @@ KERNEL_RULES: dict[str, set[str]] = {
     # kernel subsystems is the table of span kernels (KNOWN_CYCLES)
     "native": {"kernels", "kernels.objload", "kernels.span_fns"},
 }  # fmt: skip
+for _name, _deps in KERNEL_RULES.items():
+    if _name != "kernels.tuning":
+        _deps.add("kernels.tuning")
 # layer edges that close a cycle, each a function-level or table lookup
 KNOWN_CYCLES = {("kernels", "kernels.objload"), ("native", "kernels.span_fns")}
 ALLOWED: dict[str, set[str]] = {
@@ -234,3 +240,85 @@ def test_checker_sees_a_violation() -> None:
     assert not _allowed("native", "kernels.conv.conv2d")
     assert not _allowed("kernels", "kernels.conv.conv2d")
     assert not _allowed("kernels.ml", "ops.registry")
+    assert _allowed("kernels.ml", "kernels.tuning")
+    assert not _allowed("kernels.tuning", "kernels.isa")
+    assert _layer(PKG / "kernels" / "tuning.py") == "kernels.tuning"
+
+
+def _private_imports(source: str, module: str) -> list[str]:
+    """`from onnxexec.m import _name` where m is another module, in `source` (the text of
+    onnxexec module `module`, dotted, without the `onnxexec.` prefix).
+
+    A leading underscore means "this module's business": a name another module needs is
+    an API and gets a public name (issue 27). Allowed: dunders, and a private *module*
+    (`ops/_window.py`, `llm/_unicode_tables.py`) imported from inside its own package;
+    such a module is the package's shared internals (like CPython's `_collections_abc`),
+    so the package is its API boundary, not the file.
+    """
+    package = module.rsplit(".", 1)[0] if "." in module else ""
+    if (PKG / Path(*module.split("."))).is_dir():  # an __init__: its package is itself
+        package = module
+    bad: list[str] = []
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+    def check_module(dotted: str) -> None:
+        # a private module `owner._m`: only owner's package and its subpackages reach in
+        parts = dotted.split(".")
+        for i, part in enumerate(parts):
+            owner = ".".join(parts[:i])
+            inside = not owner or package == owner or package.startswith(owner + ".")
+            if private(part) and not inside:
+                bad.append(f"{module} imports private module {dotted}")
+                return
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("onnxexec."):
+                    check_module(a.name.removeprefix("onnxexec."))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: len(module.split(".")) - node.level]
+                src = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and node.module.startswith("onnxexec."):
+                src = node.module.removeprefix("onnxexec.")
+            else:
+                continue
+            check_module(src)
+            is_pkg = (PKG / Path(*src.split("."))).is_dir()
+            for a in node.names:
+                if not private(a.name) or src == module:
+                    continue
+                if is_pkg and (PKG / Path(*src.split("."), f"{a.name}.py")).is_file():
+                    check_module(f"{src}.{a.name}")  # a private submodule
+                else:
+                    bad.append(f"{module} imports {a.name} from {src}")
+    return bad
+
+
+def _dotted(path: Path) -> str:
+    parts = path.relative_to(PKG).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_private_names_imported_across_modules() -> None:
+    bad = [v for p in _modules() for v in _private_imports(p.read_text(), _dotted(p))]
+    assert not bad, "\n".join(bad)
+
+
+def test_private_import_check_sees_a_violation() -> None:
+    """The rule can fail: each kind of reach into another module's privates is refused."""
+    got = _private_imports("from onnxexec.ops.conv import _pads\n", "ops.pool")
+    assert got == ["ops.pool imports _pads from ops.conv"]
+    assert _private_imports("from onnxexec.ops import _window\n", "kernels.conv.conv2d")
+    assert _private_imports("from onnxexec.ops._window import Geometry\n", "runtime.plan")
+    assert _private_imports("import onnxexec.ops._window\n", "llm.model")
+    assert _private_imports("from ..conv import _pads\n", "ops.contrib.quant_rnn")
+    # allowed: a dunder, a module's own names, its package's private module
+    assert not _private_imports("from onnxexec.ops.conv import __all__\n", "ops.pool")
+    assert not _private_imports("from onnxexec.ops import _window\n", "ops.pool")
+    assert not _private_imports("from onnxexec.ops._window import Geometry\n", "ops.pool")
+    assert not _private_imports("from onnxexec.ops import _window\n", "ops.contrib.qconv")
+    assert _private_imports("from onnxexec.ops import _window\n", "passes.shape_rules")

@@ -24,10 +24,11 @@ from typing import Any, Final
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.attn.ggml_simd_attn import QK_HEADS, WV32
-from onnxexec.kernels.math.ggml_math import _rope_cache, expf_vec, f16_round, fma32
+from onnxexec.kernels.math.ggml_math import expf_vec, f16_round, fma32, rope_cache_fill
 
-PAR_MIN_ATTN: Final = 1 << 17  # query width x cells from which heads run in parallel
+PAR_MIN_ATTN: Final = tuning.ATTEND_ONE_PAR_MIN
 _MAY_PARALLEL: Final = nb.config.NUMBA_NUM_THREADS > 1
 # Head ranges per call: one per thread. A compile-time constant (numba.get_num_threads
 # would keep the kernel out of the on-disk cache); it only decides the split.
@@ -62,7 +63,7 @@ def rope_store_one(
     x = qkv[0]
     cos = np.empty((1, n_dims // 2), np.float32)
     sin = np.empty((1, n_dims // 2), np.float32)
-    _rope_cache(pos, 1, n_dims, base, freq_scale, cos, sin)
+    rope_cache_fill(pos, 1, n_dims, base, freq_scale, cos, sin)
     kr = np.empty(Hkv * Dh, np.float32)
     for h in range(H):
         _rotate(x[q0:], h * Dh, cos, sin, head_dim, n_dims, neox, qr)
@@ -147,7 +148,7 @@ def _softmax_row(s, e, lo, hi, base, scale, softcap, inv_cap):
 @nb.njit(cache=True, nogil=True, inline="always")
 def attend_heads(qr, k_cache, v_cache, p, lo, q_scale, scale, softcap, n32, h0, h1, qv, s, e,
                   acc, a):  # fmt: skip
-    """_attend_one for query heads [h0, h1), with scratch rows qv, s, e, acc of them."""
+    """attend_token for query heads [h0, h1), with scratch rows qv, s, e, acc of them."""
     _, Hkv, Dh = k_cache.shape
     group = qv.shape[0] // Hkv
     base = lo & ~7
@@ -187,7 +188,7 @@ def attend_heads(qr, k_cache, v_cache, p, lo, q_scale, scale, softcap, n32, h0, 
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _scratch(qr, k_cache, pos, window):
+def attend_scratch(qr, k_cache, pos, window):
     """lo (first cell), qv (H, Dh), s, e (H, nw) and acc (H, 4, 8, Dh) for attend_heads;
     the score rows start at cell lo & ~7 and are nw (a multiple of 8) cells wide."""
     Dh = k_cache.shape[2]
@@ -202,12 +203,12 @@ def _scratch(qr, k_cache, pos, window):
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
-def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv, a):
+def attend_token(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv, a):
     """Attention of one token's rotated queries qr (H*Dh,) over cache cells [0, pos]
     into a (1, H*Dh), exactly as attention._attend_ggml for T = 1 (module docstring);
     contiguous head ranges, one per thread."""
     H = a.shape[1] // k_cache.shape[2]
-    lo, qv, s, e, acc = _scratch(qr, k_cache, pos, window)
+    lo, qv, s, e, acc = attend_scratch(qr, k_cache, pos, window)
     nt = min(H, _TASKS)
     for t in nb.prange(nt):  # each range writes its own heads' rows and slice of a
         attend_heads(qr, k_cache, v_cache, pos, lo, q_scale, scale, softcap, n_kv & ~31,
@@ -216,14 +217,14 @@ def _attend_one(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv
 
 @nb.njit(cache=True, nogil=True)
 def _attend_one_serial(qr, k_cache, v_cache, pos, q_scale, scale, window, softcap, n_kv, a):
-    """_attend_one on the calling thread, all heads in one range."""
+    """attend_token on the calling thread, all heads in one range."""
     H = a.shape[1] // k_cache.shape[2]
-    lo, qv, s, e, acc = _scratch(qr, k_cache, pos, window)
+    lo, qv, s, e, acc = attend_scratch(qr, k_cache, pos, window)
     attend_heads(qr, k_cache, v_cache, pos, lo, q_scale, scale, softcap, n_kv & ~31, 0, H,
                   qv, s, e, acc, a)  # fmt: skip
 
 
-ATTEND_ONE: Final = (_attend_one, _attend_one_serial)
+ATTEND_ONE: Final = (attend_token, _attend_one_serial)
 """(parallel, serial) one-token attention kernels, same signature and bits."""
 
 

@@ -31,12 +31,13 @@ import math
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.math.ggml_math import expf, expf_vec, f16_round
 from onnxexec.kernels.math.lanes import twins
 from onnxexec.kernels.quant.fp16 import round_to_f16
 from onnxexec.native.parallel import parallel_for
 
-PAR_MIN_WORK = 1 << 18  # multiply-adds from which the parallel kernels pay off
+PAR_MIN_WORK = tuning.ATTN_PAR_MIN_WORK  # multiply-adds from which the parallel kernels pay off
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
@@ -313,7 +314,7 @@ def _attend(q, k_cache, v_cache, pos, scale, window, softcap, out):
 
 _ATTEND_GGML = twins(_attend_ggml)
 _ATTEND = twins(_attend)
-PROMPT_ROWS = 16  # query rows per work item of _attend_prompt
+PROMPT_ROWS = tuning.ATTN_PROMPT_ROWS  # query rows per work item of _attend_prompt
 
 
 def _prompt_attention(

@@ -44,11 +44,11 @@ RAWS, ROW_BYTES, KINDS, COL0S, BLOCK, KQ, ROWS4, N_CHUNKS, PARALLEL = range(7, 1
 
 _DOT_PAR, _DOT_SER = DOT_MANY
 _ATTEND_PAR, _ATTEND_SER = ATTEND_ONE
-_n_kv = nb.njit(nogil=True)(ggml_n_kv)  # compiled into the drivers (cached with them)
+n_kv_jit = nb.njit(nogil=True)(ggml_n_kv)  # compiled into the drivers (cached with them)
 
 
 @nb.njit(cache=True, nogil=True)
-def _quant(x, g):
+def quant_row_q8(x, g):
     """g's activations <- quantized x (1, K)."""
     quant_into(x, g[BLOCK], g[KQ], g[X8], g[XST], g[XK8], g[XKD], g[XKBS])
 
@@ -73,7 +73,7 @@ def _products(g, out):
 
 
 @nb.njit(cache=True, nogil=True)
-def _residual(x, y):
+def add_residual(x, y):
     """x + y, a new (1, D) float32 array (the op's output: never a reused buffer)."""
     out = np.empty((1, x.shape[1]), np.float32)
     for i in range(x.shape[1]):
@@ -108,7 +108,7 @@ def attn_one(x, norm_w, k_cache, v_cache, pos, cfg, gqkv, go, qr, a):
         qr,
     )
     span = pos + 1 if not window else min(window, pos + 1)
-    n_kv = _n_kv(pos, 1, k_cache.shape[0])
+    n_kv = n_kv_jit(pos, 1, k_cache.shape[0])
     if qr.shape[0] * span >= par_min:
         _ATTEND_PAR(
             qr,
@@ -135,9 +135,9 @@ def attn_one(x, norm_w, k_cache, v_cache, pos, cfg, gqkv, go, qr, a):
             n_kv,
             a,
         )
-    _quant(a, go)
+    quant_row_q8(a, go)
     _products(go, go[OUT])
-    return _residual(x, go[OUT])
+    return add_residual(x, go[OUT])
 
 
 @nb.njit(cache=True, nogil=True)
@@ -151,7 +151,7 @@ def ffn_one(x, norm_w, eps, ggu, gd, f):
         y[:, :f], y[:, f:], gd[IN], gd[BLOCK], gd[KQ], gd[X8], gd[XST], gd[XK8], gd[XKD], gd[XKBS]
     )
     _products(gd, gd[OUT])
-    return _residual(x, gd[OUT])
+    return add_residual(x, gd[OUT])
 
 
 @nb.njit(cache=True, nogil=True)
@@ -223,4 +223,6 @@ def stamp_with_kernel_sources(*dispatchers: Any, module: str = "attn.llm_decode"
             cache_file._source_stamp = (cache_file._source_stamp, stamp)
 
 
-stamp_with_kernel_sources(_quant, norm_quant, _products, _residual, attn_one, ffn_one, norm_dot_one)
+stamp_with_kernel_sources(
+    quant_row_q8, norm_quant, _products, add_residual, attn_one, ffn_one, norm_dot_one
+)

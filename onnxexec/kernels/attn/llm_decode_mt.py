@@ -28,7 +28,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from onnxexec.kernels.attn.attend_one import _scratch, attend_heads
+from onnxexec.kernels.attn.attend_one import attend_heads, attend_scratch
 from onnxexec.kernels.attn.llm_decode import (
     BLOCK,
     COL0S,
@@ -45,10 +45,10 @@ from onnxexec.kernels.attn.llm_decode import (
     XKBS,
     XKD,
     XST,
-    _n_kv,
-    _quant,
-    _residual,
+    add_residual,
+    n_kv_jit,
     norm_quant,
+    quant_row_q8,
     stamp_with_kernel_sources,
 )
 from onnxexec.kernels.attn.llm_fused import rope_store_one, swiglu_quant_into
@@ -161,8 +161,8 @@ def attn_stages(x, norm_w, k_cache, v_cache, pos, cfg, gqkv, go, qr, a, ctl, job
         _done(ctl, 2)
     if not _wait(ctl, 2, 1, job):
         return x
-    n_kv = _n_kv(pos, 1, k_cache.shape[0])
-    lo, qv, s, e, acc = _scratch(qr, k_cache, pos, window)  # per thread: heads' own rows
+    n_kv = n_kv_jit(pos, 1, k_cache.shape[0])
+    lo, qv, s, e, acc = attend_scratch(qr, k_cache, pos, window)  # per thread: heads' own rows
     while True:  # one chunk per KV head: its key rows are read once for its group
         c = _take(ctl, 3, job, Hkv)
         if c < 0:
@@ -174,11 +174,11 @@ def attn_stages(x, norm_w, k_cache, v_cache, pos, cfg, gqkv, go, qr, a, ctl, job
     if not _wait(ctl, 3, Hkv, job):
         return x
     if _single(ctl, 4, job):
-        _quant(a, go)
+        quant_row_q8(a, go)
         _done(ctl, 4)
     if not (_wait(ctl, 4, 1, job) and _products(ctl, 5, job, go, go[OUT])) or not lead:
         return x
-    return _residual(x, go[OUT])
+    return add_residual(x, go[OUT])
 
 
 @nb.njit(cache=True, nogil=True)
@@ -196,7 +196,7 @@ def ffn_stages(x, norm_w, eps, ggu, gd, f, ctl, job, lead):
         _done(ctl, 2)
     if not (_wait(ctl, 2, 1, job) and _products(ctl, 3, job, gd, gd[OUT])) or not lead:
         return x
-    return _residual(x, gd[OUT])
+    return add_residual(x, gd[OUT])
 
 
 # The same stages as ONE numba parallel region per op (prange over the threads): a
@@ -210,7 +210,7 @@ def ffn_region(x, norm_w, eps, f, ctl, job, nt,
         ggu = (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
         gd = (b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
         ffn_stages(x, norm_w, eps, ggu, gd, f, ctl, job, False)
-    return _residual(x, b6)
+    return add_residual(x, b6)
 
 
 @nb.njit(parallel=True, cache=True, nogil=True)
@@ -222,7 +222,7 @@ def attn_region(x, norm_w, k_cache, v_cache, pos, cfg, qr, a, ctl, job, nt,
         gqkv = (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)
         go = (b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)
         attn_stages(x, norm_w, k_cache, v_cache, pos, cfg, gqkv, go, qr, a, ctl, job, False)
-    return _residual(x, b6)
+    return add_residual(x, b6)
 
 
 stamp_with_kernel_sources(

@@ -21,13 +21,12 @@ import numpy as np
 
 from onnxexec.kernels.attn.attend_one import (  # noqa: F401  (re-exported: ops/llm_fused)
     ATTEND_ONE,
-    _attend_one,
     attend_kernel,
+    attend_token,
     reduce32,
     rope_store_one,
 )
 from onnxexec.kernels.math.ggml_math import (
-    _R,
     LN2_HI,
     LN2_LO,
     LOG2E,
@@ -36,6 +35,7 @@ from onnxexec.kernels.math.ggml_math import (
     P2,
     P3,
     P4,
+    ROUND_MAGIC,
     expf,
     fma32,
 )
@@ -75,8 +75,8 @@ def expf_into(x, out):
     special = 0
     for i in range(x.shape[0]):
         xi = x[i]
-        z = fma32(xi, LOG2E, _R)
-        n = np.float32(z - _R)
+        z = fma32(xi, LOG2E, ROUND_MAGIC)
+        n = np.float32(z - ROUND_MAGIC)
         b = fma32(-n, LN2_LO, fma32(-n, LN2_HI, xi))
         u = np.float32(b * b)
         j = fma32(fma32(fma32(P0, b, P1), u, fma32(P2, b, P3)), u, np.float32(P4 * b))
@@ -87,7 +87,10 @@ def expf_into(x, out):
         special |= 0 if ok else 1
     if special:
         for i in range(x.shape[0]):
-            if not abs(np.float32(np.float32(fma32(x[i], LOG2E, _R)) - _R)) <= 126.0:
+            if (
+                not abs(np.float32(np.float32(fma32(x[i], LOG2E, ROUND_MAGIC)) - ROUND_MAGIC))
+                <= 126.0
+            ):
                 out[i] = expf(x[i])
 
 

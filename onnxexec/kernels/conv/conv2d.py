@@ -34,14 +34,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from onnxexec.kernels import bounds
+from onnxexec.kernels import bounds, tuning
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.conv.conv_direct import conv_direct, use_direct
 from onnxexec.kernels.conv.conv_gemm import PARALLEL_MACS, Epi, Geo, pointwise, rows_conv
 from onnxexec.kernels.conv.conv_rows import use_rows
-from onnxexec.kernels.conv.conv_taps import conv_taps, ohwi, phase_planes, use_taps
+from onnxexec.kernels.conv.conv_taps import conv_taps, phase_planes, use_taps
 from onnxexec.kernels.conv.depthwise import depthwise2d_fused
 from onnxexec.kernels.conv.im2col_job import IM_ARGS, im2col_rows
+from onnxexec.kernels.conv.layout import WeightLayout, layout_of
 from onnxexec.kernels.conv.pointwise_small import Panels, conv1x1_small, use_small
 from onnxexec.kernels.linalg import blas
 from onnxexec.kernels.math.activations import act_row
@@ -55,10 +56,10 @@ from onnxexec.native.parallel import (
 )
 
 f32 = np.float32
-_TILE_ELEMS = 1 << 19  # floats per im2col tile (2 MiB)
+_TILE_ELEMS = tuning.IM2COL_TILE_FLOATS  # floats per im2col tile (2 MiB)
 _NO_BIAS = np.zeros(1, dtype=np.float32)
 _NO_Z = np.zeros((1, 1), dtype=np.float32)
-_WIDE_MIN_OW = 16  # narrower outputs: the junk columns of the wide path cost more than im2col
+_WIDE_MIN_OW = tuning.CONV_WIDE_MIN_OW
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
@@ -117,11 +118,13 @@ def conv2d(
     beta: float = 0.0,
     z: np.ndarray | None = None,
     panels: Panels | None = None,
+    layout: WeightLayout | None = None,
 ) -> np.ndarray:
     """act(conv(x, w) + bias + z): x (N, C, H, W), w (M, C/group, KH, KW) float32, z an
     optional (N, M, OH, OW) residual; pads (top, left, ...) of which only top/left matter
     (out_hw already accounts for the rest) -> (N, M, OH, OW). `panels`: a 1x1 w's packed
     panels the caller keeps (kernels/conv/pointwise_small.py), for the small-output path.
+    `layout`: w's storage as planned (kernels/conv/layout.py); None: read from w here.
 
     Preconditions (checked, ValueError otherwise: bounds.conv2d_args): x, w 4-D with
     C == Cg * group and M % group == 0; strides, dilations >= 1; pads >= 0; out_hw
@@ -138,14 +141,15 @@ def conv2d(
     out = np.empty((n, m, oh, ow), dtype=f32)
     if out.size == 0:
         return out
-    if w.dtype != f32:  # order="K" keeps an OHWI layout (ohwi() below)
+    if w.dtype != f32:  # order="K" keeps an OHWI layout
         w = w.astype(f32, order="K")
+    taps = (layout_of(w) if layout is None else layout) is WeightLayout.OHWI
     if cg == 1 and group == c and m % c == 0:
         return depthwise2d_fused(x, w, b, strides, pads, dilations, out, act, alpha, beta, zc)
     mg = m // group
     sh, sw = strides[0], strides[1]
     geo = Geo(kh, kw, sh, sw, pads[0], pads[1], dilations[0], dilations[1], ow)
-    if use_direct(cg, kh, kw, sh, sw, height, width) and ohwi(w):
+    if use_direct(cg, kh, kw, sh, sw, height, width) and taps:
         wo = w.transpose(0, 2, 3, 1)  # (M, KH, KW, Cg), C-contiguous
         for i in range(n):
             for g in range(group):
@@ -156,7 +160,7 @@ def conv2d(
                     None if zc is None else zc[i, sl].reshape(mg, oh * ow), act, alpha, beta,
                 )  # fmt: skip
         return out
-    if use_rows(cg, mg, oh * ow, kh, kw) and ohwi(w):
+    if use_rows(cg, mg, oh * ow, kh, kw) and taps:
         wo = w.transpose(0, 2, 3, 1).reshape(m, kh * kw * cg)  # C-contiguous: no copy
         for i in range(n):
             for g in range(group):
@@ -166,7 +170,7 @@ def conv2d(
                 ep = Epi(None if b is None else b[sl], act, alpha, beta, zg)
                 rows_conv(x[i], g * cg, (g + 1) * cg, wo[sl], y, geo, oh, ep)
         return out
-    if use_taps(cg, ow, kh, kw) and ohwi(w):
+    if use_taps(cg, ow, kh, kw) and taps:
         wo = w.transpose(0, 2, 3, 1)  # (M, KH, KW, Cg), C-contiguous
         for i in range(n):
             for g in range(group):

@@ -18,17 +18,21 @@ from functools import lru_cache
 
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.conv import direct_job as dj
 from onnxexec.kernels.conv.conv_taps import phase_planes, split_phases
 from onnxexec.native.launch import run_job
 from onnxexec.native.parallel import KIND_DIRECT, MAX_SPANS, native_pool, num_threads, recorded
 
 f32 = np.float32
-_PARALLEL_MACS = 1 << 19  # smaller convs stay on one thread
-_SMALL_WEIGHT = 1 << 18  # bytes: a weight every thread can read whole
-_STRIDED_MAX_FLOATS = 1 << 16  # phase planes of strided convs up to this size (256 KB)
-_STRIDED_MAX_CG = 4  # or with this few input channels (the stems)
-_STRIDED_MID_FLOATS, _STRIDED_MID_OUT = 1 << 18, 196  # or up to 1 MB with 14x14+ outputs
+_PARALLEL_MACS = tuning.CONV_DIRECT_PARALLEL_MACS  # smaller convs stay on one thread
+_SMALL_WEIGHT = tuning.CONV_DIRECT_SMALL_WEIGHT  # bytes: a weight every thread can read whole
+_STRIDED_MAX_FLOATS = tuning.CONV_DIRECT_STRIDED_MAX_FLOATS
+_STRIDED_MAX_CG = tuning.CONV_DIRECT_STRIDED_MAX_CG  # or with this few input channels (the stems)
+_STRIDED_MID_FLOATS, _STRIDED_MID_OUT = (
+    tuning.CONV_DIRECT_STRIDED_MID_FLOATS,
+    tuning.CONV_DIRECT_STRIDED_MID_OUT,
+)
 _NO_BIAS = np.zeros(1, dtype=f32)
 _NO_Z = np.zeros((1, 1), dtype=f32)
 _ONE_SEG = np.zeros((1, 2), dtype=np.int64)  # unused by 1x1 jobs (their span builds it)
@@ -55,7 +59,10 @@ def use_direct_pointwise(c: int, p: int) -> bool:
     pixels (a partial last panel wastes little). Measured on ResNet-50 / MobileNetV2
     1x1 layers against the packed and BLAS paths: 0.5-0.9x their time there, and
     slower with 256+ input channels or 7x7 / 14x14 outputs."""
-    return dj.AVAILABLE and ((c <= 256 and p >= 3136) or (c <= 64 and p >= 784))
+    return dj.AVAILABLE and (
+        (c <= tuning.DIRECT_PW_MAX_C and p >= tuning.DIRECT_PW_MIN_P)
+        or (c <= tuning.DIRECT_PW_MAX_C_SMALL and p >= tuning.DIRECT_PW_MIN_P_SMALL)
+    )
 
 
 @lru_cache(maxsize=256)

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.conv import conv_rows, pointwise_packed
 from onnxexec.kernels.conv.conv_direct import pointwise_direct, use_direct_pointwise
 from onnxexec.kernels.conv.conv_taps import pointwise_span
 from onnxexec.kernels.linalg import blas
-from onnxexec.kernels.math.activations import _epilogue, epilogue
+from onnxexec.kernels.math.activations import epilogue, epilogue_jit
 from onnxexec.native.launch import run_job
 from onnxexec.native.parallel import (
     ARGS,
@@ -31,7 +32,7 @@ from onnxexec.native.parallel import (
 f32 = np.float32
 _NO_BIAS = np.zeros(1, dtype=np.float32)
 _NO_Z = np.zeros((1, 1), dtype=np.float32)
-PARALLEL_MACS = 1 << 18  # smaller convs stay on one thread (a wake-up costs ~10-40 us)
+PARALLEL_MACS = tuning.CONV_GEMM_PARALLEL_MACS
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def pointwise(
         def span(m0: int, m1: int, p0: int, p1: int) -> None:
             np.matmul(wm[m0:m1], xm[:, p0:p1], out=y[m0:m1, p0:p1])
             if has_epi:
-                _epilogue(
+                epilogue_jit(
                     y[m0:m1], p0, p1, bb[m0:m1] if has_b else bb, has_b, True,
                     zz[m0:m1] if has_z else zz, has_z, act, alpha, beta,
                 )  # fmt: skip
@@ -124,8 +125,8 @@ def pointwise(
         parallel_for(lambda a, b: span(a, b, 0, p), mg, min_chunk=4)
 
 
-PACKED_MIN_COLS = 512  # fewer output pixels: OpenBLAS measured as fast or faster
-_SMALL_P_MIN_COLS = 784  # AVX-512 hosts: from 28x28 up every 1x1 layer packs (use_packed)
+PACKED_MIN_COLS = tuning.CONV_PACKED_MIN_COLS
+_SMALL_P_MIN_COLS = tuning.CONV_PACKED_MIN_COLS_AVX512
 
 
 def use_packed(c: int, m: int, p: int) -> bool:

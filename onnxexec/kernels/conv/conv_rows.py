@@ -22,13 +22,14 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels import tuning
 from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.linalg import blas
 
 f32 = np.float32
 U = np.uint64
 _NO_Z = np.zeros((1, 1), dtype=np.float32)
-_MIN_CG = 16  # input channels per group below which the copies are too short
+_MIN_CG = tuning.CONV_ROWS_MIN_CG  # input channels per group below which the copies are too short
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")

@@ -30,7 +30,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from onnxexec.kernels import objload as nb
-from onnxexec.kernels.conv.taps_job import TAPS_ARGS, _taps_span
+from onnxexec.kernels import tuning
+from onnxexec.kernels.conv.layout import WeightLayout, layout_of
+from onnxexec.kernels.conv.taps_job import TAPS_ARGS, taps_span_run
 from onnxexec.kernels.linalg import blas
 from onnxexec.kernels.math.activations import act_row
 from onnxexec.native.parallel import ARGS, KIND_TAPS, MAX_SPANS, native_pool, num_threads
@@ -39,16 +41,16 @@ f32 = np.float32
 U = np.uint64
 _NO_BIAS = np.zeros(1, dtype=np.float32)
 _NO_Z = np.zeros((1, 1), dtype=np.float32)
-_MIN_CG = 16  # input channels per group below which K = Cg products run slowly
-_MIN_OW = 10  # output widths below which the junk columns and short products cost more
-_TILE_FLOATS = 1 << 16  # output tile (M x rows * wq) kept around 256 KiB
-_PARALLEL_MACS = 1 << 19  # smaller convs stay on one thread
+_MIN_CG = tuning.CONV_TAPS_MIN_CG  # input channels per group below which K = Cg products run slowly
+_MIN_OW = tuning.CONV_TAPS_MIN_OW
+_TILE_FLOATS = tuning.CONV_TAPS_TILE_FLOATS  # output tile (M x rows * wq) kept around 256 KiB
+_PARALLEL_MACS = tuning.CONV_TAPS_PARALLEL_MACS  # smaller convs stay on one thread
 TAP_SPANS = 2  # spans per thread
 
 
 def ohwi(w: np.ndarray) -> bool:
     """Whether w (M, Cg, KH, KW) is a view of an (M, KH, KW, Cg) C-contiguous array."""
-    return w.ndim == 4 and w.dtype == f32 and w.transpose(0, 2, 3, 1).flags.c_contiguous
+    return layout_of(w) is WeightLayout.OHWI
 
 
 def to_ohwi(w: np.ndarray) -> np.ndarray:
@@ -177,7 +179,7 @@ def conv_taps(
     threads = num_threads()
     if threads == 1 or m * cg * kh * kw * oh * ow < _PARALLEL_MACS:
         tiles = -(-oh // rpt)
-        _taps_span(
+        taps_span_run(
             fn, xq, w, 0, m, geo, oh, 0, tiles, rpt, y, bb, has_b, zz, has_z, act, alpha, beta
         )
         return
@@ -211,7 +213,7 @@ def conv_taps(
         m0, m1, t0, t1 = (
             (bounds[k], bounds[k + 1], 0, t_all) if chans else (0, m, *bounds[k : k + 2])
         )
-        _taps_span(
+        taps_span_run(
             fn, xq, w, m0, m1, geo, oh, t0, t1, rpt, y, bb, has_b, zz, has_z, act, alpha, beta
         )
 

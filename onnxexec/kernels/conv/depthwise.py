@@ -15,15 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from onnxexec.kernels import bounds
+from onnxexec.kernels import bounds, tuning
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activation_kinds import CLAMPS
 from onnxexec.kernels.conv.depthwise_planes import (
     NO_BIAS,
     NO_Z,
-    _dw_inplace,
-    _dw_inplace_s2,
     dw_fused,
+    dw_inplace,
+    dw_inplace_s2,
 )
 from onnxexec.kernels.conv.dw_asm import AVAILABLE as DW_ASM
 from onnxexec.kernels.conv.dw_asm import s2_masks, tap_masks
@@ -113,7 +113,7 @@ def depthwise_conv2d_reference(
     return out
 
 
-_DW_SPAN_MACS = 32768  # multiply-adds a span needs to be worth waking a worker for
+_DW_SPAN_MACS = tuning.DEPTHWISE_SPAN_MACS
 
 
 def depthwise2d_fused(
@@ -155,13 +155,13 @@ def depthwise2d_fused(
         zi = None if zc is None else zc[i].reshape(m, oh * ow)
         pool = native_pool() if parts > 1 else None
         if pool is None and masks is not None and geo[6] == 2:
-            _dw_inplace_s2(
+            dw_inplace_s2(
                 xi, wk, NO_BIAS if b is None else b, b is not None, geo, oi, 0, m, act,
                 alpha, beta, masks.ctypes.data, masks.shape[0],
             )  # fmt: skip
             continue
         if pool is None and masks is not None:
-            _dw_inplace(
+            dw_inplace(
                 xi, wk, NO_BIAS if b is None else b, b is not None, width, oi, 0, m, act,
                 alpha, beta, masks.ctypes.data, masks.shape[0],
             )  # fmt: skip
@@ -196,9 +196,9 @@ def _tap_masks(height: int, width: int) -> np.ndarray:
 def inplace_masks(geo: tuple[int, ...], wk: np.ndarray, no_z: bool, act: int) -> Any:
     """The mask table when an in-place AVX-512 run takes this call, else None: 3x3,
     dilation 1, no residual, no activation or Relu / Clip, and either stride 1 with one
-    pixel of padding all round and finite weights (depthwise_planes._dw_inplace: a
+    pixel of padding all round and finite weights (depthwise_planes.dw_inplace: a
     padding tap it skips would multiply an infinite weight by zero, NaN) or stride 2
-    with one pixel of padding before (_dw_inplace_s2, which loads the padding as
+    with one pixel of padding before (dw_inplace_s2, which loads the padding as
     zeros)."""
     height, width, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw = geo
     if not (DW_ASM and no_z and act in CLAMPS and (kh, kw, dh, dw) == (3, 3, 1, 1)):

@@ -1,6 +1,6 @@
 """The fused depthwise kernel's plane loops and their native-pool job.
 
-`_dw_inplace` takes the common MobileNet layer (3x3, stride 1, one pixel of padding,
+`dw_inplace` takes the common MobileNet layer (3x3, stride 1, one pixel of padding,
 Relu / Clip) on AVX-512 hosts: a masked run over each plane as it is (dw_asm.
 dw9_masked_run). Measured on 2 threads: 960 x 7 x 7 55 -> 25 us, 384 x 14 x 14
 44 -> 28, 144 x 56 x 56 188 -> 139, 32 x 112 x 112 168 -> 113. `dw_fused` takes
@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels import tuning
 from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.conv.dw_asm import AVAILABLE as DW_ASM
 from onnxexec.kernels.conv.dw_asm import (
@@ -59,7 +60,7 @@ from onnxexec.kernels.conv.dw_asm import (
 from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.math.activations import act_row
 
-_BLOCK = 1024  # virtual output elements per block: the accumulator stays in L1
+_BLOCK = tuning.DEPTHWISE_BLOCK  # virtual output elements per block: the accumulator stays in L1
 U = np.uint64
 
 
@@ -242,7 +243,7 @@ def _clamp_pair(code, al, be):
 
 
 @nb.njit(nogil=True, cache=True)
-def _dw_inplace(x, w, bias, has_bias, width, out, m0, m1, code, al, be, masks_at, steps):
+def dw_inplace(x, w, bias, has_bias, width, out, m0, m1, code, al, be, masks_at, steps):
     """Planes m0..m1 of a 3x3, stride 1, pad 1 depthwise conv with no activation, Relu
     or Clip (code 0 / 1 / 7) over width-wide planes, read and written in place by
     dw9_masked_run: no padded copy in and no compaction out, which were most of a
@@ -271,7 +272,7 @@ def _dw_inplace(x, w, bias, has_bias, width, out, m0, m1, code, al, be, masks_at
 
 
 @nb.njit(nogil=True, cache=True)
-def _dw_inplace_s2(x, w, bias, has_bias, geo, out, m0, m1, code, al, be, masks_at, steps):
+def dw_inplace_s2(x, w, bias, has_bias, geo, out, m0, m1, code, al, be, masks_at, steps):
     """Planes m0..m1 of a 3x3, stride 2, pad-begin 1 depthwise conv with no activation,
     Relu or Clip, read and written in place by dw9_s2_run, output row by output row:
     the padded copy split by stride phase (dw_fused) wrote and read the whole input
@@ -333,14 +334,12 @@ def dw_span(a, fa, m0, m1):
     has_b, has_z = a[DBIAS] != 0, a[DZ] != 0
     bias = nb.carray(f32_ptr(a[DBIAS]), (m,)) if has_b else NO_BIAS
     if a[DMASK] != 0 and g[6] == 2:
-        _dw_inplace_s2(
+        dw_inplace_s2(
             x, w, bias, has_b, geo, out, m0, m1, a[DACT], fa[0], fa[1], a[DMASK], a[DSTEPS]
         )
         return
     if a[DMASK] != 0:
-        _dw_inplace(
-            x, w, bias, has_b, g[1], out, m0, m1, a[DACT], fa[0], fa[1], a[DMASK], a[DSTEPS]
-        )
+        dw_inplace(x, w, bias, has_b, g[1], out, m0, m1, a[DACT], fa[0], fa[1], a[DMASK], a[DSTEPS])
         return
     z = nb.carray(f32_ptr(a[DZ]), (m, g[2] * g[3])) if has_z else NO_Z
     dw_fused(x, w, bias, has_b, z, has_z, geo, out, m0, m1, a[DACT], fa[0], fa[1])

@@ -44,7 +44,7 @@ import numpy as np
 from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not loaded
 
 from onnxexec.kernels import objload as nb
-from onnxexec.kernels import when_imported
+from onnxexec.kernels import tuning, when_imported
 from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.intrinsics import f32_ptr, i64_ptr
 from onnxexec.kernels.isa import has
@@ -67,7 +67,7 @@ MR: Final = 12  # output channels per tile (24 zmm accumulators)
 NR: Final = 32  # output pixels per tile (two zmm)
 _I64 = ir.IntType(64)
 U = np.uint64
-_L2_FLOATS: Final = 1 << 17  # 512 KB: an input window or ext block kept in L2
+_L2_FLOATS: Final = tuning.DIRECT_L2_FLOATS  # 512 KB: an input window or ext block kept in L2
 
 # the micro-kernel's parameter block (int64): W rows, their stride (bytes), X base,
 # its channel stride (bytes), C, its row stride (bytes), the segment table, its

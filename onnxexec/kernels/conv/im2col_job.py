@@ -15,7 +15,7 @@ from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.conv.pointwise_packed import cols_for, pointwise_block_span
 from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.linalg import blas, sgemm_packed
-from onnxexec.kernels.math.activations import _epilogue
+from onnxexec.kernels.math.activations import epilogue_jit
 
 f32 = np.float32
 U = np.uint64
@@ -119,4 +119,4 @@ def im2col_span(a, fa, t0, t1):
             a[IY] + 4 * i0 * ow, p, f32(0.0),
         )  # fmt: skip
         if has_b or has_z or a[IACT] != Activation.NONE:
-            _epilogue(y, i0 * ow, i1 * ow, bias, has_b, True, z, has_z, a[IACT], fa[0], fa[1])
+            epilogue_jit(y, i0 * ow, i1 * ow, bias, has_b, True, z, has_z, a[IACT], fa[0], fa[1])

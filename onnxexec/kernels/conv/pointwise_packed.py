@@ -22,15 +22,16 @@ from typing import Final
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels import tuning
 from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.intrinsics import f32_ptr
 from onnxexec.kernels.linalg import sgemm_packed
-from onnxexec.kernels.math.activations import _epilogue
+from onnxexec.kernels.math.activations import epilogue_jit
 
 AVAILABLE: Final = sgemm_packed.AVAILABLE
 AVX512: Final = sgemm_packed.AVX512
 NR: Final = sgemm_packed.NR
-_BLOCK_FLOATS: Final = 1 << 15  # a column block's outputs (M x cols): 128 KB, in L2
+_BLOCK_FLOATS: Final = tuning.POINTWISE_PACKED_BLOCK_FLOATS
 
 # Job arguments, as slots of the pool's int64 array (alpha / beta in its float64
 # array): addresses of W (M, C), X (C, P), Y (M, P) (C-contiguous float32), of the
@@ -101,7 +102,7 @@ def pointwise_block_span(
             0, -(-(b1 - b0) // nr), nr,
         )  # fmt: skip
         if epi:
-            _epilogue(yr, yoff + b0, yoff + b1, br, has_b, True, zr, has_z, code, al, be)
+            epilogue_jit(yr, yoff + b0, yoff + b1, br, has_b, True, zr, has_z, code, al, be)
 
 
 @nb.njit(nogil=True, cache=True)

@@ -18,6 +18,7 @@ from typing import Final
 
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.activation_kinds import CLAMPS
 from onnxexec.kernels.conv import pointwise_t as pt
 from onnxexec.kernels.conv.direct_job import clamp_of
@@ -32,8 +33,8 @@ from onnxexec.native.parallel import KIND_PWT, MAX_SPANS, native_pool, num_threa
 # 14 x 14 layers were mixed (1024 -> 256 497 -> 442 us, but 96 -> 576 110 -> 128: the
 # scatter of a large output costs more there) and, taken with the projections of 14 x
 # 14 too, MobileNetV2 ran no faster in-model (7.51 -> 7.63, 7.39 -> 7.43 ms)
-MAX_PIXELS: Final = 49
-_PARALLEL_MACS: Final = 1 << 19  # smaller products stay on the calling thread
+MAX_PIXELS: Final = tuning.POINTWISE_SMALL_MAX_PIXELS
+_PARALLEL_MACS: Final = tuning.POINTWISE_SMALL_PARALLEL_MACS
 
 
 def use_small(c: int, m: int, p: int, act: int) -> bool:

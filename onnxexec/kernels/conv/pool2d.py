@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnxexec.kernels import bounds
+from onnxexec.kernels import bounds, tuning
 from onnxexec.kernels.conv.pool2d_kernels import avg2d, max2d, max2d_indices
 from onnxexec.native import parallel as par
 
-_SPAN_TAPS = 1 << 16  # taps per parallel span: smaller jobs stay on the calling thread
+_SPAN_TAPS = tuning.POOL_SPAN_TAPS
 
 
 def _planes(x: np.ndarray) -> np.ndarray:

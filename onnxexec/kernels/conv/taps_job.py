@@ -64,7 +64,7 @@ def _taps_rows(fn, xq, w, m0, m1, geo, i0, i1, ext, y, bias, has_b, z, has_z, co
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
-def _taps_span(fn, xq, w, m0, m1, geo, oh, t0, t1, rpt, y, bias, has_b, z, has_z, code, al, be):
+def taps_span_run(fn, xq, w, m0, m1, geo, oh, t0, t1, rpt, y, bias, has_b, z, has_z, code, al, be):
     """Tiles [t0, t1) of `rpt` output rows each, channels [m0, m1)."""
     wq = xq.shape[3]
     mm = m1 - m0
@@ -103,7 +103,7 @@ def taps_span(a, fa, s0, s1):
     m0, m1, t0, t1 = 0, m, s0, s1
     if a[TCHANS]:
         m0, m1, t0, t1 = s0, s1, 0, -(-oh // rpt)
-    _taps_span(
+    taps_span_run(
         a[TFN], xq, w, m0, m1, geo, oh, t0, t1, rpt, y, bias, has_b, z, has_z, a[TACT],
         fa[0], fa[1],
     )  # fmt: skip

@@ -21,7 +21,7 @@ from llvmlite import ir  # IR builders only (pure Python): LLVM itself is not lo
 from onnxexec.kernels import objload as nb
 from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.intrinsics import f32_ptr
-from onnxexec.kernels.math.activations import _epilogue
+from onnxexec.kernels.math.activations import epilogue_jit
 from onnxexec.kernels.objload import intrinsic, lazy_module
 
 # used inside intrinsic definitions, which run only while numba compiles a kernel
@@ -131,4 +131,4 @@ def span_epilogue(a, fa, r0, r1, c0, c1):
     lo, hi = max(c0, min(a[ACT0], c1)), max(c0, min(a[ACT1], c1))
     for s0, s1, code in ((c0, lo, 0), (lo, hi, a[ACT]), (hi, c1, 0)):  # 0: Activation.NONE
         if s1 > s0 and (has_bias or has_z or code != Activation.NONE):
-            _epilogue(y, s0, s1, bias, has_bias, row_b, z, has_z, code, fa[0], fa[1])
+            epilogue_jit(y, s0, s1, bias, has_bias, row_b, z, has_z, code, fa[0], fa[1])

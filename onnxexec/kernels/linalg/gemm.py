@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 
-from onnxexec.kernels import bounds
+from onnxexec.kernels import bounds, tuning
 from onnxexec.kernels.activation_kinds import Activation
 from onnxexec.kernels.linalg import blas, sgemm_packed
 from onnxexec.kernels.math.activations import epilogue
@@ -37,8 +37,8 @@ from onnxexec.native.parallel import (
     parallel_for,
 )
 
-_MIN_WORK = 1 << 18  # multiply-adds below which one thread is faster than two
-_MIN_NATIVE = 1 << 20  # the same for `linear` (a hand-off costs a few microseconds)
+_MIN_WORK = tuning.GEMM_PARALLEL_MACS  # multiply-adds below which one thread is faster than two
+_MIN_NATIVE = tuning.GEMM_NATIVE_PARALLEL_MACS
 _COL_BLOCK = 16  # column granularity of the N split (keeps sgemm panels aligned)
 # ONNXEXEC_NATIVE_POOL=0 runs products as Python jobs on the pool (for A/B timing)
 _USE_NATIVE = os.environ.get("ONNXEXEC_NATIVE_POOL", "1") != "0"

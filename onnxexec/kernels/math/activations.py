@@ -85,7 +85,7 @@ def _piecewise(v, code, a, b):
 
 
 @nb.njit(nogil=True, cache=True, error_model="numpy")
-def _epilogue(y, n0, n1, bias, has_bias, row_bias, z, has_z, code, alpha, beta):
+def epilogue_jit(y, n0, n1, bias, has_bias, row_bias, z, has_z, code, alpha, beta):
     m = y.shape[0]
     w = n1 - n0
     scratch = np.empty(w, dtype=np.int32)
@@ -164,7 +164,9 @@ def epilogue(
     zz = _NO_Z if z is None else z
     # int(code): an Activation member is typed by numba as an enum, which has no
     # numba-free call key, so a stored overload could never serve it (kernels/objload)
-    _epilogue(y, n0, n1, b, bias is not None, row_bias, zz, z is not None, int(code), alpha, beta)
+    epilogue_jit(
+        y, n0, n1, b, bias is not None, row_bias, zz, z is not None, int(code), alpha, beta
+    )
 
 
 def epilogue_reference(

@@ -25,12 +25,13 @@ import math
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.math.lanes import twins
 from onnxexec.native.parallel import parallel_for
 
-PAR_MIN_WORK = 1 << 16  # element operations from which waking the thread pool pays off
+PAR_MIN_WORK = tuning.GGML_PAR_MIN_WORK
 
-_R = np.float32(12582912.0)  # 0x1.8p23: adding it rounds to an integer
+ROUND_MAGIC = np.float32(12582912.0)  # 0x1.8p23: adding it rounds to an integer
 LOG2E = np.float32(float.fromhex("0x1.715476p+0"))
 LN2_HI = np.float32(float.fromhex("0x1.62e4p-1"))
 LN2_LO = np.float32(float.fromhex("0x1.7f7d1cp-20"))
@@ -58,8 +59,8 @@ def fma32(a, b, c):
 @nb.njit(cache=True, nogil=True)
 def expf(x):
     """ggml_v_expf for one float32 lane: exp(x) = 2^n * (1 + p(b)), n = round(x / ln2)."""
-    z = fma32(x, LOG2E, _R)
-    n = np.float32(z - _R)
+    z = fma32(x, LOG2E, ROUND_MAGIC)
+    n = np.float32(z - ROUND_MAGIC)
     b = fma32(-n, LN2_LO, fma32(-n, LN2_HI, x))
     u = np.float32(b * b)
     j = fma32(fma32(fma32(P0, b, P1), u, fma32(P2, b, P3)), u, np.float32(P4 * b))
@@ -91,8 +92,8 @@ def expf_vec(x, out):
     special = 0
     for i in range(x.shape[0]):
         xi = x[i]
-        z = fma32(xi, LOG2E, _R)
-        n = np.float32(z - _R)
+        z = fma32(xi, LOG2E, ROUND_MAGIC)
+        n = np.float32(z - ROUND_MAGIC)
         b = fma32(-n, LN2_LO, np.float32(np.float32(-n * LN2_HI) + xi))
         u = np.float32(b * b)
         j = fma32(fma32(fma32(P0, b, P1), u, fma32(P2, b, P3)), u, np.float32(P4 * b))
@@ -103,12 +104,12 @@ def expf_vec(x, out):
         special |= 0 if ok else 1
     if special:
         for i in range(x.shape[0]):
-            n = np.float32(fma32(x[i], LOG2E, _R) - _R)
+            n = np.float32(fma32(x[i], LOG2E, ROUND_MAGIC) - ROUND_MAGIC)
             if not (n >= np.float32(-125.0) and n <= np.float32(126.0)):
                 out[i] = expf(x[i])
 
 
-_SILU_BLOCK = 2048  # elements per work item: a few L1-sized scratch rows
+_SILU_BLOCK = tuning.GGML_SILU_BLOCK  # elements per work item: a few L1-sized scratch rows
 
 
 @nb.njit(cache=True, nogil=True)
@@ -195,7 +196,7 @@ def gelu_f16_table() -> np.ndarray:
 
 
 @nb.njit(cache=True, nogil=True)
-def _rope_cache(p0, T, n_dims, base, freq_scale, cos, sin):
+def rope_cache_fill(p0, T, n_dims, base, freq_scale, cos, sin):
     theta_scale = np.float32(base) ** np.float32(np.float32(-2.0) / np.float32(n_dims))
     for t in range(T):
         theta = np.float32(p0 + t)
@@ -212,7 +213,9 @@ def rope_cache(
     """cos, sin (T, n_dims/2) float32 for positions p0..p0+T-1, as ggml_rope_cache_init."""
     cos = np.empty((T, n_dims // 2), np.float32)
     sin = np.empty_like(cos)
-    _rope_cache(int(p0), int(T), int(n_dims), np.float32(base), np.float32(freq_scale), cos, sin)
+    rope_cache_fill(
+        int(p0), int(T), int(n_dims), np.float32(base), np.float32(freq_scale), cos, sin
+    )
     return cos, sin
 
 

@@ -20,8 +20,10 @@ from typing import Any, Final
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels import tuning
+
 LANES: Final = 64  # rows per group: 4 AVX2 registers of int16 lanes per vector op
-PAR_MIN_MACS: Final = 1 << 18  # below this many multiply-adds run single-threaded
+PAR_MIN_MACS: Final = tuning.LANES_PAR_MIN_MACS  # below this many multiply-adds run single-threaded
 PAR_CHUNKS: Final = 16  # prange iterations (groups of groups) of a parallel kernel
 
 

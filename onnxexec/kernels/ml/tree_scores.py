@@ -171,7 +171,7 @@ def tree_targets(
 
 
 @nb.njit(cache=True)
-def _predict_classes(
+def predict_classes_jit(
     x,
     roots,
     m,
@@ -216,7 +216,7 @@ def predict_classes(
     pick = np.empty(n, np.int64)
     z = np.empty((n, forest.n_targets), np.float32)
     f = forest
-    _predict_classes(
+    predict_classes_jit(
         x,
         f.roots,
         f.uniform_mode,
@@ -240,7 +240,7 @@ def predict_classes(
 
 
 @nb.njit(cache=True)
-def _predict_targets(
+def predict_targets_jit(
     x,
     roots,
     m,
@@ -281,7 +281,7 @@ def predict_targets(
     x = checked_rows(forest, x)
     y = np.empty((x.shape[0], forest.n_targets), np.float32)
     f = forest
-    _predict_targets(
+    predict_targets_jit(
         x,
         f.roots,
         f.uniform_mode,

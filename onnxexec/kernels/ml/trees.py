@@ -22,6 +22,7 @@ from typing import Final
 import numpy as np
 
 from onnxexec.kernels import objload as nb
+from onnxexec.kernels import tuning
 
 # Node modes (TreeEnsemble-5 numbering; LEAF is ours).
 LEQ: Final = 0
@@ -44,7 +45,7 @@ _FEATURE, _MODE, _TRUE, _FALSE, _MISSING, _W_START, _W_END, _M_START, _M_END = r
 
 # Rows x trees below which one thread walks everything: waking numba's workers costs
 # tens of microseconds (far more on a busy machine), a tree walk tens of nanoseconds.
-PARALLEL_MIN_WORK: Final = 1 << 15
+PARALLEL_MIN_WORK: Final = tuning.TREES_PARALLEL_MIN_WORK
 _ROWS_PER_TASK: Final = 64
 
 

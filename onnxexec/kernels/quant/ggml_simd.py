@@ -52,15 +52,15 @@ def fn(builder: ir.IRBuilder, name: str, ret: ir.Type, args: list[ir.Type]) -> A
     return cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, args), name)
 
 
-def _load(builder: ir.IRBuilder, base: Any, off: Any, typ: ir.Type) -> Any:
+def load_at(builder: ir.IRBuilder, base: Any, off: Any, typ: ir.Type) -> Any:
     """An unaligned load of `typ` at byte offset `off` of the i8 pointer `base`."""
     p = builder.gep(base, [off])
     return builder.load(builder.bitcast(p, typ.as_pointer()), align=1)
 
 
-def _half(builder: ir.IRBuilder, base: Any, off: Any) -> Any:
+def load_half(builder: ir.IRBuilder, base: Any, off: Any) -> Any:
     """The little-endian half at byte offset `off`, as float32 (vcvtph2ps)."""
-    h = _load(builder, base, off, I16)
+    h = load_at(builder, base, off, I16)
     return builder.fpext(builder.bitcast(h, ir.HalfType()), F32)
 
 
@@ -88,11 +88,11 @@ def _q5_0_values(builder: ir.IRBuilder, wp: Any, bp: Any) -> Any:
     """The 32 values of the Q5_0 block at byte bp of wp, as <32 x i8> in -16..15: value
     i = nibble i (low nibbles of qs, then high) | bit i of the little-endian qh << 4,
     minus 16 (bytes_from_nibbles_32 | bytes_from_bits_32 in ggml_vec_dot_q5_0_q8_0)."""
-    qb = _load(builder, wp, builder.add(bp, I64(6)), _V16I8)
+    qb = load_at(builder, wp, builder.add(bp, I64(6)), _V16I8)
     lo = builder.and_(qb, ir.Constant(_V16I8, [15] * 16))
     hi = builder.lshr(qb, ir.Constant(_V16I8, [4] * 16))
     nib = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, 32), list(range(32))))
-    qh = _load(builder, wp, builder.add(bp, I64(2)), I32)
+    qh = load_at(builder, wp, builder.add(bp, I64(2)), I32)
     bits = builder.zext(builder.bitcast(qh, ir.VectorType(ir.IntType(1), 32)), V32I8)
     v = builder.or_(nib, builder.shl(bits, ir.Constant(V32I8, [4] * 32)))
     return builder.sub(v, ir.Constant(V32I8, [16] * 32))
@@ -145,7 +145,9 @@ def _make_dot(kind: int, rows: int, cols: int = 1) -> Any:
                 for c in range(cols):
                     xo_c = builder.add(xo_, builder.mul(xstep, I64(c)))
                     s_c = builder.mul(sstep, I64(c))
-                    xv.append(_load(builder, xp, builder.add(xo_c, builder.mul(b, I64(32))), V32I8))
+                    xv.append(
+                        load_at(builder, xp, builder.add(xo_c, builder.mul(b, I64(32))), V32I8)
+                    )
                     xd.append(
                         builder.load(builder.gep(sp, [builder.add(builder.add(do_, s_c), b)]))
                     )
@@ -160,19 +162,19 @@ def _make_dot(kind: int, rows: int, cols: int = 1) -> Any:
                     # the next `rows` rows, one block ahead per block: streams them in
                     ahead_p = builder.gep(wp, [builder.add(bp, ahead)])
                     builder.call(pf, [ahead_p, I32(0), I32(3), I32(1)])
-                    d = _half(builder, wp, bp)
+                    d = load_half(builder, wp, bp)
                     if kind == Q4_1_KIND:
-                        qb = _load(builder, wp, builder.add(bp, I64(4)), _V16I8)
+                        qb = load_at(builder, wp, builder.add(bp, I64(4)), _V16I8)
                         lo = builder.and_(qb, ir.Constant(_V16I8, [15] * 16))
                         hi = builder.lshr(qb, ir.Constant(_V16I8, [4] * 16))
                         idx = ir.Constant(ir.VectorType(I32, 32), list(range(32)))
                         ux = builder.shuffle_vector(lo, hi, idx)
-                        m = _half(builder, wp, builder.add(bp, I64(2)))
+                        m = load_half(builder, wp, builder.add(bp, I64(2)))
                     else:
                         if kind == Q5_0_KIND:
                             qv = _q5_0_values(builder, wp, bp)
                         else:
-                            qv = _load(builder, wp, builder.add(bp, I64(2)), V32I8)
+                            qv = load_at(builder, wp, builder.add(bp, I64(2)), V32I8)
                         ux = builder.call(psign, [qv, qv])
                     for c in range(cols):
                         if kind == Q4_1_KIND:

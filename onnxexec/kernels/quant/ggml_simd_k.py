@@ -50,24 +50,24 @@ from onnxexec.kernels.quant.ggml_simd import (
     ROWS,
     V8F32,
     V32I8,
-    _half,
-    _load,
     fn,
     hsum8,
+    load_at,
+    load_half,
     rows,
     splat8,
 )
 from onnxexec.kernels.quant.ggml_simd_ktile import (
     QK_K,
-    _c,
-    _madd,
     arg_ptrs,
+    madd,
     make_q4k_tile,
     make_q6k_tiled_tile,
     pair_sums,
     q4k_scales,
     q6k_isum,
     q6k_values,
+    vconst,
 )
 
 Q4_K_KIND: Final = 16  # kinds beside ggml_simd's (Q4_1 0, Q8_0 1, Q5_0 2)
@@ -133,7 +133,10 @@ def _make_k_dot(kind: int, rows: int, variant: bool, cols: int = 1) -> Any:
                         builder.add(xo_, builder.mul(kstep, I64(c))), builder.mul(i, I64(QK_K))
                     )
                     xv.append(
-                        [_load(builder, xp, builder.add(xo, I64(32 * j)), V32I8) for j in range(8)]
+                        [
+                            load_at(builder, xp, builder.add(xo, I64(32 * j)), V32I8)
+                            for j in range(8)
+                        ]
                     )
                     di = builder.add(builder.add(xdo_, builder.mul(nsb_, I64(c))), i)
                     yd.append(builder.load(builder.gep(dp, [di])))
@@ -198,17 +201,17 @@ def _q4k_block(builder, wp, o, xv, yd, bsv, acc_p, accm_p, gemm, fma1) -> None:
     """One Q4_K super-block of one row into its (acc, accm) (see the module docstring)."""
     sc, mn = q4k_scales(builder, wp, o)
     sc16 = builder.trunc(sc, ir.VectorType(I16, 8))
-    dd = builder.fmul(_half(builder, wp, o), yd)
-    dm = builder.fmul(_half(builder, wp, builder.add(o, I64(2))), yd)
+    dd = builder.fmul(load_half(builder, wp, o), yd)
+    dm = builder.fmul(load_half(builder, wp, builder.add(o, I64(2))), yd)
     mins = builder.mul(mn, pair_sums(builder, bsv))  # lane j: min_j (bsums 2j + 2j+1)
     undef8 = ir.Constant(ir.VectorType(I16, 8), ir.Undefined)
     parts = []
     for c in range(4):
-        qb = _load(builder, wp, builder.add(o, I64(16 + 32 * c)), V32I8)
+        qb = load_at(builder, wp, builder.add(o, I64(16 + 32 * c)), V32I8)
         s_lo = builder.shuffle_vector(sc16, undef8, ir.Constant(_V16I32, [2 * c] * 16))
         s_hi = builder.shuffle_vector(sc16, undef8, ir.Constant(_V16I32, [2 * c + 1] * 16))
-        lo = _madd(builder, builder.and_(qb, _c(V32I8, 15)), xv[2 * c], s_lo)
-        hi = _madd(builder, builder.lshr(qb, _c(V32I8, 4)), xv[2 * c + 1], s_hi)
+        lo = madd(builder, builder.and_(qb, vconst(V32I8, 15)), xv[2 * c], s_lo)
+        hi = madd(builder, builder.lshr(qb, vconst(V32I8, 4)), xv[2 * c + 1], s_hi)
         parts.append(builder.add(lo, hi))
     if gemm:  # per 64 values: acc, accm updated four times
         for c in range(4):
@@ -233,7 +236,7 @@ def _fma_to(builder: ir.IRBuilder, fma1: Any, isum: Any, d: Any, acc_p: Any) -> 
 def _q6k_block(builder, wp, o, xv, yd, bsv, acc_p, tiled, fma1, fma8) -> None:
     """One Q6_K super-block of one row into its accumulator (8 lanes, or one if tiled)."""
     isum = q6k_isum(builder, q6k_values(builder, wp, o), xv, bsv)
-    dw = _half(builder, wp, builder.add(o, I64(208)))
+    dw = load_half(builder, wp, builder.add(o, I64(208)))
     if tiled:
         res = builder.fmul(dw, builder.sitofp(_hsum_i32(builder, isum), F32))
         builder.store(builder.call(fma1, [res, yd, builder.load(acc_p)]), acc_p)

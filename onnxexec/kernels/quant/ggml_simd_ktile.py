@@ -37,9 +37,9 @@ from onnxexec.kernels.quant.ggml_simd import (
     V8I32,
     V16I16,
     V32I8,
-    _half,
-    _load,
     fn,
+    load_at,
+    load_half,
 )
 
 QK_K: Final = 256
@@ -53,7 +53,7 @@ def arg_ptrs(context: Any, builder: ir.IRBuilder, sig: Any, args: Any, idx: tupl
     return [context.make_array(sig.args[i])(context, builder, args[i]).data for i in idx]
 
 
-def _madd(builder: ir.IRBuilder, u8: Any, x: Any, scale16: Any) -> Any:
+def madd(builder: ir.IRBuilder, u8: Any, x: Any, scale16: Any) -> Any:
     """<8 x i32> lane l = sum over i = 4l..4l+3 of scale(i) u8[i] x[i] (u8 unsigned,
     x signed bytes; u8 <= 63, so maddubs never saturates)."""
     madd_ub = fn(builder, "llvm.x86.avx2.pmadd.ub.sw", V16I16, [V32I8, V32I8])
@@ -61,7 +61,7 @@ def _madd(builder: ir.IRBuilder, u8: Any, x: Any, scale16: Any) -> Any:
     return builder.call(madd_wd, [builder.call(madd_ub, [u8, x]), scale16])
 
 
-def _c(typ: ir.VectorType, v: int) -> Any:
+def vconst(typ: ir.VectorType, v: int) -> Any:
     return ir.Constant(typ, [v] * typ.count)
 
 
@@ -77,7 +77,7 @@ def q4k_scales(builder: ir.IRBuilder, wp: Any, o: Any) -> tuple[Any, Any]:
     """(scales, mins) of the Q4_K super-block at byte o, as <8 x i32> (sub-block j in
     lane j): get_scale_min_k4 for all 8 at once (the utmp / kmask steps of
     ggml_vec_dot_q4_K_q8_K)."""
-    u = [_load(builder, wp, builder.add(o, I64(4 + 4 * k)), I32) for k in range(3)]
+    u = [load_at(builder, wp, builder.add(o, I64(4 + 4 * k)), I32) for k in range(3)]
     km1, km2, km3 = I32(0x3F3F3F3F), I32(0x0F0F0F0F), I32(0x03030303)
     sh = builder.lshr
     u3 = builder.or_(
@@ -180,7 +180,10 @@ def make_q4k_tile(rows: int, cols: int, gemm: bool) -> Any:
                         builder.add(xo_, builder.mul(kstep, I64(c))), builder.mul(i, I64(QK_K))
                     )
                     xv.append(
-                        [_load(builder, xp, builder.add(xo, I64(32 * j)), V32I8) for j in range(8)]
+                        [
+                            load_at(builder, xp, builder.add(xo, I64(32 * j)), V32I8)
+                            for j in range(8)
+                        ]
                     )
                     di = builder.add(builder.add(xdo_, builder.mul(nsb_, I64(c))), i)
                     yd.append(builder.load(builder.gep(dp, [di])))
@@ -206,8 +209,8 @@ def make_q4k_tile(rows: int, cols: int, gemm: bool) -> Any:
                     sc, mn = q4k_scales(builder, wp, o)
                     sc16.append(builder.trunc(sc, ir.VectorType(I16, 8)))
                     mnp.append(builder.bitcast(builder.trunc(mn, ir.VectorType(I16, 8)), _V4I32))
-                    dw.append(_half(builder, wp, o))
-                    dmw.append(_half(builder, wp, builder.add(o, I64(2))))
+                    dw.append(load_half(builder, wp, o))
+                    dmw.append(load_half(builder, wp, builder.add(o, I64(2))))
                 dd, dm = [], []
                 for g in groups:
                     vd = ir.Constant(vf, ir.Undefined)
@@ -224,9 +227,9 @@ def make_q4k_tile(rows: int, cols: int, gemm: bool) -> Any:
                 for ch in range(4):
                     parts = []
                     for r in range(rows):
-                        qb = _load(builder, wp, builder.add(ob[r], I64(16 + 32 * ch)), V32I8)
-                        qlo = builder.and_(qb, _c(V32I8, 15))
-                        qhi = builder.lshr(qb, _c(V32I8, 4))
+                        qb = load_at(builder, wp, builder.add(ob[r], I64(16 + 32 * ch)), V32I8)
+                        qlo = builder.and_(qb, vconst(V32I8, 15))
+                        qhi = builder.lshr(qb, vconst(V32I8, 4))
                         s_lo = builder.shuffle_vector(
                             sc16[r], undef8, ir.Constant(_V16I32, [2 * ch] * 16)
                         )
@@ -235,8 +238,8 @@ def make_q4k_tile(rows: int, cols: int, gemm: bool) -> Any:
                         )
                         row_parts = []
                         for c in range(cols):
-                            lo = _madd(builder, qlo, xv[c][2 * ch], s_lo)
-                            hi = _madd(builder, qhi, xv[c][2 * ch + 1], s_hi)
+                            lo = madd(builder, qlo, xv[c][2 * ch], s_lo)
+                            hi = madd(builder, qhi, xv[c][2 * ch + 1], s_hi)
                             v = builder.add(lo, hi)
                             if not gemm and ch:  # gemv: lanes summed over the chunks
                                 v = builder.add(parts_sb[r][c], v)
@@ -299,22 +302,22 @@ def q6k_values(builder: ir.IRBuilder, wp: Any, o: Any) -> tuple[list[Any], list[
     """The Q6_K super-block at byte o: its 8 x 32 values (ql nibble | qh bit pair << 4,
     unsigned 0..63) as <32 x i8>, the matching <16 x i16> scale vectors (two 16-value
     scales each) and the 16 int8 scales."""
-    sc8 = _load(builder, wp, builder.add(o, I64(192)), _V16I8)
+    sc8 = load_at(builder, wp, builder.add(o, I64(192)), _V16I8)
     scv = builder.sext(sc8, V16I16)
     undef16 = ir.Constant(V16I16, ir.Undefined)
     us, scs = [], []
     for h in range(2):
-        ql0 = _load(builder, wp, builder.add(o, I64(64 * h)), V32I8)
-        ql1 = _load(builder, wp, builder.add(o, I64(64 * h + 32)), V32I8)
-        qh = _load(builder, wp, builder.add(o, I64(128 + 32 * h)), V32I8)
+        ql0 = load_at(builder, wp, builder.add(o, I64(64 * h)), V32I8)
+        ql1 = load_at(builder, wp, builder.add(o, I64(64 * h + 32)), V32I8)
+        qh = load_at(builder, wp, builder.add(o, I64(128 + 32 * h)), V32I8)
         for quarter in range(4):
             ql = ql0 if quarter % 2 == 0 else ql1
             if quarter < 2:
-                lo = builder.and_(ql, _c(V32I8, 15))
+                lo = builder.and_(ql, vconst(V32I8, 15))
             else:
-                lo = builder.lshr(ql, _c(V32I8, 4))
-            hb = builder.and_(builder.lshr(qh, _c(V32I8, 2 * quarter)), _c(V32I8, 3))
-            us.append(builder.or_(lo, builder.shl(hb, _c(V32I8, 4))))
+                lo = builder.lshr(ql, vconst(V32I8, 4))
+            hb = builder.and_(builder.lshr(qh, vconst(V32I8, 2 * quarter)), vconst(V32I8, 3))
+            us.append(builder.or_(lo, builder.shl(hb, vconst(V32I8, 4))))
             ch = 4 * h + quarter
             idx = ir.Constant(_V16I32, [2 * ch] * 8 + [2 * ch + 1] * 8)
             scs.append(builder.shuffle_vector(scv, undef16, idx))
@@ -328,13 +331,13 @@ def q6k_isum(builder: ir.IRBuilder, vals: tuple, xv: list[Any], bsv: Any) -> Any
     us, scs, sc8 = vals
     acc = None
     for ch in range(8):
-        p = _madd(builder, us[ch], xv[ch], scs[ch])
+        p = madd(builder, us[ch], xv[ch], scs[ch])
         acc = p if acc is None else builder.add(acc, p)
     # sc[2l] bsums[2l] + sc[2l + 1] bsums[2l + 1] in one `_mm256_madd_epi16`: |bsums| <=
     # 16 * 128 fits int16 and the products' pair sums int32 (exact, as any order)
     madd_wd = fn(builder, "llvm.x86.avx2.pmadd.wd", V8I32, [V16I16, V16I16])
     corr = builder.call(madd_wd, [builder.sext(sc8, V16I16), builder.trunc(bsv, V16I16)])
-    return builder.sub(acc, builder.shl(corr, _c(V8I32, 5)))
+    return builder.sub(acc, builder.shl(corr, vconst(V8I32, 5)))
 
 
 def make_q6k_tiled_tile(rows: int, cols: int) -> Any:
@@ -372,7 +375,10 @@ def make_q6k_tiled_tile(rows: int, cols: int) -> Any:
                         builder.add(xo_, builder.mul(kstep, I64(c))), builder.mul(i, I64(QK_K))
                     )
                     xv.append(
-                        [_load(builder, xp, builder.add(xo, I64(32 * j)), V32I8) for j in range(8)]
+                        [
+                            load_at(builder, xp, builder.add(xo, I64(32 * j)), V32I8)
+                            for j in range(8)
+                        ]
                     )
                     di = builder.add(builder.add(xdo_, builder.mul(nsb_, I64(c))), i)
                     yd.append(builder.load(builder.gep(dp, [di])))
@@ -395,7 +401,7 @@ def make_q6k_tiled_tile(rows: int, cols: int) -> Any:
                         builder.call(pf, [p, I32(0), I32(3), I32(1)])
                     vals = q6k_values(builder, wp, o)
                     isums.append([q6k_isum(builder, vals, xv[c], bsv[c]) for c in range(cols)])
-                    dw.append(_half(builder, wp, builder.add(o, I64(208))))
+                    dw.append(load_half(builder, wp, builder.add(o, I64(208))))
                 for gi, g in enumerate(groups):
                     s1 = _transpose_sums(builder, [isums[k % rows][k // rows] for k in g])
                     vd = ir.Constant(vf, ir.Undefined)

@@ -21,12 +21,13 @@ from typing import Final
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.math.lanes import pick, twins
 from onnxexec.kernels.quant.qmv_exact import q5
 from onnxexec.kernels.quant.qtypes import QK
 
 TILE_T: Final = 16  # activation rows per tile: the accumulators stay in L1
-GEMM_MIN_T: Final = 8  # from this many activation rows on these kernels beat qmv_exact's
+GEMM_MIN_T: Final = tuning.QGEMM_MIN_T
 
 
 @nb.njit(cache=True, nogil=True, inline="always")

@@ -32,6 +32,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.math.lanes import LANES, pick
 from onnxexec.kernels.quant import ggml_matmul as ggml_matmul_module
 from onnxexec.kernels.quant import qtypes as q
@@ -67,8 +68,8 @@ from onnxexec.kernels.quant.qmv_q8 import (
     QMV_Q8,
 )
 
-BLAS_MIN_T: Final = 12  # from this many rows on, dequantized panels + BLAS win
-PANEL_BYTES: Final = 1 << 19  # float32 bytes of one dequantized panel (fits in L2)
+BLAS_MIN_T: Final = tuning.QMATMUL_BLAS_MIN_T
+PANEL_BYTES: Final = tuning.QMATMUL_PANEL_BYTES
 
 _NIB_TYPES = (q.Q4_0, q.Q4_1, q.Q5_0, q.Q5_1, q.Q4_K, q.Q5_K)
 FAST_TYPES: frozenset[int] = frozenset((*_NIB_TYPES, q.Q8_0, q.Q6_K))
@@ -173,7 +174,7 @@ def prepare_fused(
     return fused, _parts(fused, [QWeight(t, shp, layout, {}) for _, shp in checked])
 
 
-RELAYOUT_ROWS: Final = 2048  # rows relayouted at a time: bounds the temporaries
+RELAYOUT_ROWS: Final = tuning.QMATMUL_RELAYOUT_ROWS
 
 
 def _layout(raw: np.ndarray, t: int, n: int, k: int) -> tuple[str, dict[str, Any]]:

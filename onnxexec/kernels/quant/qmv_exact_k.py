@@ -27,6 +27,7 @@ from typing import Final
 import numba as nb
 import numpy as np
 
+from onnxexec.kernels import tuning
 from onnxexec.kernels.math.lanes import pick, twins
 from onnxexec.kernels.quant import qtypes as q
 from onnxexec.kernels.quant.ggml_dot_k import TILED_MIN_T, quantize_q8_k
@@ -209,8 +210,8 @@ K_EXACT_TYPES: Final = (q.Q4_K, q.Q6_K)
 # activation rows from which the exact BLAS path (qgemm_exact_k) beats these kernels
 # (2 threads, 3072 x 768: Q4_K lanes 17 ms vs BLAS 21 ms at 128 rows; Q6_K 13 vs 6 ms
 # at 32 rows: its bit fields cost more to unpack in int16 lanes)
-GEMM_MIN_T_Q4K: Final = 256
-GEMM_MIN_T_Q6K: Final = 32
+GEMM_MIN_T_Q4K: Final = tuning.QGEMM_MIN_T_Q4K
+GEMM_MIN_T_Q6K: Final = tuning.QGEMM_MIN_T_Q6K
 
 
 def lanes_ok(ggml_type: int, n_rows: int) -> bool:

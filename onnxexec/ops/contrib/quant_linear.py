@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from onnxexec.ops import pool as _pool
-from onnxexec.ops._common import norm_axis
+from onnxexec.ops.common import norm_axis
 from onnxexec.ops.contrib import MS_DOMAIN
 from onnxexec.ops.quant import dequantize, quantize
 from onnxexec.ops.registry import op

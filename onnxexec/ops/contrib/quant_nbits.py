@@ -13,7 +13,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from onnxexec.ops._common import norm_axis
+from onnxexec.ops.common import norm_axis
 from onnxexec.ops.contrib import MS_DOMAIN, nbits_lanes
 from onnxexec.ops.registry import op
 

@@ -31,7 +31,7 @@ from onnxexec.ops.contrib.quant_igemm import PackedInt8, int8_matmul, weight_fit
 from onnxexec.ops.contrib.quant_matmul import exact_int_matmul
 from onnxexec.ops.quant import dynamic_quantize_linear
 from onnxexec.ops.registry import op
-from onnxexec.ops.rnn import _activations, _clipper, _reverse_valid
+from onnxexec.ops.rnn import clipper, reverse_valid, rnn_activations
 
 
 def _zero(z: np.ndarray, n_dirs: int, d: int) -> int:
@@ -154,10 +154,10 @@ def dynamic_quantize_lstm(
     if direction not in ("forward", "reverse", "bidirectional"):
         raise ValueError(f"DynamicQuantizeLSTM: unknown direction '{direction}'")
     n_dirs = 2 if direction == "bidirectional" else 1
-    acts = _activations(
+    acts = rnn_activations(
         activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), n_dirs
     )
-    clipf = _clipper(clip)
+    clipf = clipper(clip)
     names = [a.lower() for a in activations or ()]
     default_acts = (
         not activation_alpha
@@ -183,7 +183,7 @@ def dynamic_quantize_lstm(
         rz = _zero(r_zero_point, n_dirs, d)
         wb, rb = (np.zeros(4 * hid, np.float32),) * 2 if b is None else np.split(b[d], 2)
         reverse = direction == "reverse" or d == 1
-        xs = _reverse_valid(x, lens) if reverse else x
+        xs = reverse_valid(x, lens) if reverse else x
         pw = st.packed[d] if st is not None else None
         xw = _qgemm(xs.reshape(t_len * batch, -1), w[d], ws, wz, pw).reshape(t_len, batch, -1)
         xw += wb + rb
@@ -210,7 +210,7 @@ def dynamic_quantize_lstm(
     ys, hs, cs = [], [], []
     for d, (y, hprev, cprev) in enumerate(outs):
         reverse = direction == "reverse" or d == 1
-        ys.append(_reverse_valid(y, lens) if reverse else y)
+        ys.append(reverse_valid(y, lens) if reverse else y)
         hs.append(hprev)
         cs.append(cprev)
     return np.stack(ys, axis=1), np.stack(hs), np.stack(cs)

@@ -202,7 +202,7 @@ def test_parallel_regions_inside_a_pinned_run_keep_every_core() -> None:
             gemm.linear(x, w)  # a pool job: the caller is pinned from here on
             assert run is not None and run.saved is not None
             out = np.zeros(64, dtype=np.int64)
-            affinity._start_team(out)  # a parallel region inside the pinned run
+            affinity.start_team(out)  # a parallel region inside the pinned run
             assert np.array_equal(out, np.arange(64))
             threads.end_run(run)
         except BaseException as e:  # reported by the main thread

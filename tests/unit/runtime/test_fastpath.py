@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxexec
 from onnxexec.errors import NodeExecutionError
-from onnxexec.ops.reduce import _FAST_MIN
+from onnxexec.ops.reduce import FAST_MIN
 from onnxexec.runtime.schedule import schedule_of
 
 ort = pytest.importorskip("onnxruntime")
@@ -146,9 +146,9 @@ def test_a_failing_direct_call_names_the_node() -> None:
 
 @pytest.mark.parametrize("keepdims", [0, 1])
 @pytest.mark.parametrize("op_type", ["ReduceMean", "ReduceSum"])
-@pytest.mark.parametrize("shape", [(2, 3, 5), (0, 4), (1, _FAST_MIN)])
+@pytest.mark.parametrize("shape", [(2, 3, 5), (0, 4), (1, FAST_MIN)])
 def test_reduce_all_axes(op_type: str, keepdims: int, shape: tuple) -> None:
-    """All axes (no `axes`): the direct call below reduce._FAST_MIN elements, the
+    """All axes (no `axes`): the direct call below reduce.FAST_MIN elements, the
     handler's kernel from there on. The mean of nothing is NaN (0/0, numpy's mean of
     an empty array; onnxruntime gives 0), as the handler had it."""
     model = _model(

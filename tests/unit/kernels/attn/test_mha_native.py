@@ -1,4 +1,4 @@
-"""kernels/mha.attention's GIL-free per-head path (sgemm on views, as exporters feed
+"""kernels/attn/mha.attention's GIL-free per-head path (sgemm on views, as exporters feed
 them) against the float64 reference, on 1-3 threads."""
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def test_depthwise_nan_stays_nan(act, low, high):
     np.testing.assert_allclose(out[~hit], np.clip(ref, low, high)[~hit], rtol=1e-4, atol=1e-4)
 
 
-# the in-place depthwise run (depthwise._inplace_masks, depthwise_planes._dw_inplace)
+# the in-place depthwise run (depthwise._inplace_masks, depthwise_planes.dw_inplace)
 INPLACE = [(960, 7, 7), (384, 14, 14), (5, 1, 1), (3, 2, 5), (4, 16, 16), (2, 9, 33), (8, 28, 28)]
 
 
@@ -226,7 +226,7 @@ def test_inplace_depthwise_only_where_it_applies(threads):
     assert np.isfinite(out[0, 2]).all()
 
 
-# the stride-2 in-place run (depthwise_planes._dw_inplace_s2, dw_asm.dw9_s2_run)
+# the stride-2 in-place run (depthwise_planes.dw_inplace_s2, dw_asm.dw9_s2_run)
 INPLACE_S2 = [(96, 112, 112), (576, 14, 14), (3, 7, 9), (5, 2, 2), (6, 35, 50), (4, 3, 64)]
 S2_CASES = [(*p, q) for p in INPLACE_S2 for q in ((1, 1, 1, 1), (1, 1, 0, 0), (1, 1, 0, 1))]
 

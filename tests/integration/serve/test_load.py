@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.unit.serve.conftest import http, need_serve_extra, running_server, smollm2_path
+from tests.integration.serve.conftest import http, need_serve_extra, running_server, smollm2_path
 
 need_serve_extra()
 

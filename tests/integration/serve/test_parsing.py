@@ -145,7 +145,7 @@ def test_grammar_mask_allows_exactly_the_schema():
     pytest.importorskip("llguidance", reason="llguidance (the serve extra) is not installed")
     from onnxexec.llm import load_tokenizer
     from onnxexec.serve.grammar import GrammarFactory
-    from tests.unit.serve.conftest import smollm2_path
+    from tests.integration.serve.conftest import smollm2_path
 
     tok = load_tokenizer(smollm2_path())
     f = GrammarFactory(tok, tok.eos_id, sorted(tok.eog_ids))

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.unit.serve.conftest import http, need_serve_extra, running_server, smollm2_path
+from tests.integration.serve.conftest import http, need_serve_extra, running_server, smollm2_path
 
 need_serve_extra()
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")

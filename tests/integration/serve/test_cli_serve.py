@@ -5,7 +5,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from onnxexec.cli.main import cli
-from tests.unit.serve.conftest import need_serve_extra
+from tests.integration.serve.conftest import need_serve_extra
 
 need_serve_extra()
 

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.unit.serve.conftest import http, need_serve_extra, running_server, smollm2_path
+from tests.integration.serve.conftest import http, need_serve_extra, running_server, smollm2_path
 
 need_serve_extra()
 openai = pytest.importorskip("openai", reason="the openai client is not installed")

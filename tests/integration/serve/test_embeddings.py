@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.unit.serve._embedding_model import build_model, build_tokenizer
-from tests.unit.serve.conftest import need_serve_extra, running_server, smollm2_path
+from tests.integration.serve._embedding_model import build_model, build_tokenizer
+from tests.integration.serve.conftest import need_serve_extra, running_server, smollm2_path
 
 need_serve_extra()
 openai = pytest.importorskip("openai", reason="the openai client is not installed")
