@@ -312,7 +312,7 @@ def kernel_sources(folder: str) -> list[str]:
     return sorted(found)
 
 
-_private_cache: list[str] = []
+private_cache_dirs: list[str] = []
 
 
 def _numba_cache_in_store(numba: ModuleType) -> None:
@@ -330,7 +330,7 @@ def _numba_cache_in_store(numba: ModuleType) -> None:
         import tempfile
 
         folder = tempfile.mkdtemp(prefix="onnxexec-numba-")
-        _private_cache.append(folder)
+        private_cache_dirs.append(folder)
         atexit.register(shutil.rmtree, folder, True)
     numba.config.CACHE_DIR = folder
 

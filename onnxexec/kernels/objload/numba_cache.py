@@ -47,10 +47,10 @@ def folder_for(module: str) -> str:
 def cache_dir_for(module: str) -> Iterator[None]:
     """numba's CACHE_DIR is `module`'s folder inside (when numba is imported and the
     store is usable; otherwise the process-wide folder stays)."""
-    from onnxexec.kernels import _private_cache, cachedir
+    from onnxexec.kernels import private_cache_dirs, cachedir
 
     numba = sys.modules.get("numba")
-    if numba is None or _private_cache or cachedir.store_dir("numba", create=True) is None:
+    if numba is None or private_cache_dirs or cachedir.store_dir("numba", create=True) is None:
         yield
         return
     folder = folder_for(module)
