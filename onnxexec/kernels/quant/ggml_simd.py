@@ -89,9 +89,16 @@ def _lane_sums(builder: ir.IRBuilder, ux: Any, sy: Any) -> Any:
 
 def vnni_sums(builder: ir.IRBuilder, ux: Any, sy: Any, acc: Any = None) -> Any:
     """acc (<8 x i32>, zero when None) + lane l = sum of ux[i] * sy[i], i = 4l..4l+3
-    (ux unsigned, sy signed bytes), exact in int32: vpdpbusd (_mm256_dpbusd_epi32)."""
-    dp = fn(builder, "llvm.x86.avx512.vpdpbusd.256", V8I32, [V8I32] * 3)
+    (ux unsigned, sy signed bytes), exact in int32: vpdpbusd (_mm256_dpbusd_epi32).
+    Without VNNI (code compiled but gated off, e.g. under ONNXEXEC_ISA=avx2): maddubs +
+    madd + add, the same integers when no byte pair's sum leaves int16."""
     a = ir.Constant(V8I32, [0] * 8) if acc is None else acc
+    if not VNNI:
+        madd_ub = fn(builder, "llvm.x86.avx2.pmadd.ub.sw", V16I16, [V32I8, V32I8])
+        madd_wd = fn(builder, "llvm.x86.avx2.pmadd.wd", V8I32, [V16I16, V16I16])
+        p = builder.call(madd_wd, [builder.call(madd_ub, [ux, sy]), ir.Constant(V16I16, [1] * 16)])
+        return builder.add(a, p)
+    dp = fn(builder, "llvm.x86.avx512.vpdpbusd.256", V8I32, [V8I32] * 3)
     return builder.call(dp, [a, builder.bitcast(ux, V8I32), builder.bitcast(sy, V8I32)])
 
 

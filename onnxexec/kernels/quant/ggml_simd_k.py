@@ -69,10 +69,12 @@ from onnxexec.kernels.quant.ggml_simd_ktile import (
     q6k_isum,
     q6k_values,
 )
+from onnxexec.kernels.quant.vnni_q4k import PACKED_Q4_K, packed_rows
 
 Q4_K_KIND: Final = 16  # kinds beside ggml_simd's (Q4_1 0, Q8_0 1, Q5_0 2)
 Q6_K_KIND: Final = 17
-KINDS: Final = {q.Q4_K: Q4_K_KIND, q.Q6_K: Q6_K_KIND}
+PACKED_Q4_K_KIND: Final = 18  # vnni_q4k's repacked Q4_K (its PACKED_Q4_K pseudo type)
+KINDS: Final = {q.Q4_K: Q4_K_KIND, q.Q6_K: Q6_K_KIND, PACKED_Q4_K: PACKED_Q4_K_KIND}
 TILED_MIN_T: Final = 8  # ggml_dot_k.TILED_MIN_T (not imported: ggml_dot_k imports us)
 WIDE: Final = 2 * ROWS  # weight rows per call for a single activation row
 
@@ -383,7 +385,10 @@ def dot_chunk(
             n = raws[i].shape[0] // row_bytes[i]
             n0 = (a - gs[i]) * ROWS
             n1 = min(n, (b - gs[i]) * ROWS)
-            if kinds[i] >= Q4_K_KIND:
+            if kinds[i] == PACKED_Q4_K_KIND:  # whole 8-row groups (n % 8 == 0)
+                packed_rows(raws[i], row_bytes[i], xk8, xkd, xkbs, rows4, out, col0s[i],
+                            -(-n0 // 8) * 8, -(-n1 // 8) * 8)  # fmt: skip
+            elif kinds[i] >= Q4_K_KIND:
                 k_rows(raws[i], row_bytes[i], kinds[i], xk8, xkd, xkbs, rows4, out, col0s[i],
                        n0, n1, cols)  # fmt: skip
             else:
