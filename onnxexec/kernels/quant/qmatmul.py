@@ -118,7 +118,11 @@ def prepare_weight(raw: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> Q
     block, size = block_geometry(t)
     arrays = {"raw": flat, "row_bytes": k // block * size}
     if packable(t, n) and simd_ok(t, n):  # AVX-512 VNNI: a repacked copy (vnni_q4k)
-        arrays["packed"] = repack(flat, n, k)
+        packed = repack(flat, n, k)
+        # the GGUF bytes' flags (a read-only memmap): numba needs the weights of one
+        # simd_dot_many call to be one array type (a tuple it can index)
+        packed.flags.writeable = flat.flags.writeable
+        arrays["packed"] = packed
         release_pages(flat)  # the GGUF bytes stay for dequantization, paged out
     return QWeight(t, shp, "raw", arrays)
 

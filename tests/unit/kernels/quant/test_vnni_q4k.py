@@ -109,6 +109,22 @@ def test_prepare_weight_packs_and_qmatmul_matches(t_rows):
     np.testing.assert_array_equal(_bits(got), _bits(want))
 
 
+def test_packed_copy_keeps_the_gguf_bytes_flags():
+    """A read-only (memmapped) weight gives a read-only copy: one call's weights must
+    be one numba array type (the model's Q6_K bytes stay read-only beside it)."""
+    raw = _weight(16, 256, seed=2)
+    raw.flags.writeable = False
+    w = prepare_weight(raw, q.Q4_K, (16, 256))
+    assert not w.arrays["packed"].flags.writeable
+    q6 = random_blocks(q.Q6_K, 8, np.random.default_rng(0))
+    q6.flags.writeable = False
+    x = _x(1, 256, seed=1)
+    ws = [simd_operand(w), (q6, q6.size // 8, q.Q6_K)]
+    got = simd_dot_many(ws, None, None, np.empty((1, 24), np.float32), x)
+    want = simd_dot_many([(raw, 144, q.Q4_K), ws[1]], None, None, np.empty((1, 24), np.float32), x)
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
 def test_not_packed_when_rows_not_a_multiple_of_8():
     assert vnni_q4k.packable(q.Q4_K, 16) and not vnni_q4k.packable(q.Q4_K, 12)
     assert not vnni_q4k.packable(q.Q6_K, 16)
