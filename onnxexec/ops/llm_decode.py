@@ -63,12 +63,12 @@ def group(ws: tuple[Any, ...]) -> tuple:
     k = ws[0].shape[1]
     ops = [simd_operand(w) for w in ws]  # vnni_q4k's repacked Q4_K where there is one
     types_ = [t for _, _, t in ops]
-    kinds = tuple(ggml_simd.KINDS.get(t, ggml_simd_k.KINDS.get(t, -1)) for t in types_)
+    kinds = tuple(ggml_simd_k.kind_of(t) for t in types_)
     offs, c = [], 0
     for w in ws:
         offs.append(c)
         c += w.shape[0]
-    kq = any(t in ggml_simd_k.KINDS for t in types_)
+    kq = any(kd >= ggml_simd_k.Q4_K_KIND for kd in kinds)
     block = any(t in ggml_simd.KINDS for t in types_)
     x8 = np.empty((1, k), np.int8) if block else _NO_X8
     xst = np.empty((1, 3, k // 32), np.float32) if block else _NO_XST

@@ -185,7 +185,7 @@ def simd_dot_many(
     raws = tuple(w[0] for w in ws)
     rbs = tuple(int(w[1]) for w in ws)
     types_ = [int(w[2]) for w in ws]
-    kinds = tuple(ggml_simd.KINDS.get(t, ggml_simd_k.KINDS.get(t, -1)) for t in types_)
+    kinds = tuple(ggml_simd_k.kind_of(t) for t in types_)
     col0s, c = [], 0
     for raw, rb in zip(raws, rbs, strict=True):
         col0s.append(c)

@@ -74,7 +74,7 @@ def test_several_weights_and_spans(n_chunks, t_rows):
     for ws in (gguf, packed):
         xk = quantize_q8_k8(x, rows4)
         ws = [*ws, (q6, q6.size // 12, q.Q6_K)]
-        kinds = tuple(ggml_simd_k.KINDS[t] for _, _, t in ws)
+        kinds = tuple(ggml_simd_k.kind_of(t) for _, _, t in ws)
         out = np.full((t_rows, n_tot), np.nan, np.float32)
         ggml_simd_k.DOT_MANY[1](  # the serial twin: the chunks run one after another
             tuple(w for w, _, _ in ws),
