@@ -33,9 +33,8 @@ from onnxexec.kernels.attn.llm_decode import (
 from onnxexec.kernels.attn.llm_decode_mt import attn_region, control, ffn_region, post
 from onnxexec.kernels.math.lanes import pick
 from onnxexec.kernels.quant import ggml_simd, ggml_simd_k
-from onnxexec.kernels.quant import qtypes as qt
 from onnxexec.kernels.quant.ggml_dot import simd_ok
-from onnxexec.kernels.quant.qmatmul import BLAS_MIN_T, QWeight
+from onnxexec.kernels.quant.qmatmul import BLAS_MIN_T, QWeight, simd_operand
 from onnxexec.ops.contention import free_cores
 
 _NO_X8 = np.zeros((1, 32), np.int8)
@@ -62,13 +61,14 @@ def group(ws: tuple[Any, ...]) -> tuple:
     simd_dot_many gathers and quantizes for T = 1 (one Q8_K set for both K types,
     rows4 = 0), gathered once, with its own buffers."""
     k = ws[0].shape[1]
-    types_ = [int(w.ggml_type) for w in ws]
-    kinds = tuple(ggml_simd.KINDS.get(t, ggml_simd_k.KINDS.get(t, -1)) for t in types_)
+    ops = [simd_operand(w) for w in ws]  # vnni_q4k's repacked Q4_K where there is one
+    types_ = [t for _, _, t in ops]
+    kinds = tuple(ggml_simd_k.kind_of(t) for t in types_)
     offs, c = [], 0
     for w in ws:
         offs.append(c)
         c += w.shape[0]
-    kq = qt.Q4_K in types_ or qt.Q6_K in types_
+    kq = any(kd >= ggml_simd_k.Q4_K_KIND for kd in kinds)
     block = any(t in ggml_simd.KINDS for t in types_)
     x8 = np.empty((1, k), np.int8) if block else _NO_X8
     xst = np.empty((1, 3, k // 32), np.float32) if block else _NO_XST
@@ -83,8 +83,8 @@ def group(ws: tuple[Any, ...]) -> tuple:
         xst,
         *xk,
         np.empty((1, c), np.float32),
-        tuple(w.arrays["raw"] for w in ws),
-        tuple(int(w.arrays["row_bytes"]) for w in ws),
+        tuple(a for a, _, _ in ops),
+        tuple(rb for _, rb, _ in ops),
         kinds,
         tuple(offs),
         block,

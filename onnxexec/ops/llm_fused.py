@@ -34,7 +34,7 @@ from onnxexec.kernels.attn.llm_fused import (
 from onnxexec.kernels.quant.actquant import quantize_act, quantize_act8
 from onnxexec.kernels.quant.ggml_dot import simd_dot_many
 from onnxexec.kernels.quant.ggml_dot_k import K_TYPES as K_SIMD_TYPES
-from onnxexec.kernels.quant.qmatmul import QWeight, int8_path, qmatmul_q
+from onnxexec.kernels.quant.qmatmul import QWeight, int8_path, qmatmul_q, simd_operand
 from onnxexec.ops.llm import gated_act, kv_attention_op, q_matmul, rms_norm, rope
 from onnxexec.ops.llm_decode import (
     PAR_MIN_ATTN,
@@ -60,9 +60,7 @@ def _simd_products(
     """[x @ w^T for w in ws] side by side, (T, sum N) f32, from (x8, xst) =
     quantize_act8(x) (None when every weight is a K-quant: they quantize x to Q8_K)."""
     y = np.empty((x.shape[0], sum(w.shape[0] for w in ws)), np.float32)
-    return simd_dot_many(
-        [(w.arrays["raw"], w.arrays["row_bytes"], w.ggml_type) for w in ws], x8, xst, y, x
-    )
+    return simd_dot_many([simd_operand(w) for w in ws], x8, xst, y, x)
 
 
 def _project(

@@ -32,6 +32,7 @@ from onnxexec.kernels.math.lanes import pick
 from onnxexec.kernels.quant import ggml_simd, ggml_simd_k
 from onnxexec.kernels.quant import qtypes as q
 from onnxexec.kernels.quant.fp16 import f16_to_f32
+from onnxexec.kernels.quant.vnni_q4k import PACKED_Q4_K
 
 # ggml type -> (kind for the kernel, bytes per block)
 BLOCK_TYPES: Final = {
@@ -184,7 +185,7 @@ def simd_dot_many(
     raws = tuple(w[0] for w in ws)
     rbs = tuple(int(w[1]) for w in ws)
     types_ = [int(w[2]) for w in ws]
-    kinds = tuple(ggml_simd.KINDS.get(t, ggml_simd_k.KINDS.get(t, -1)) for t in types_)
+    kinds = tuple(ggml_simd_k.kind_of(t) for t in types_)
     col0s, c = [], 0
     for raw, rb in zip(raws, rbs, strict=True):
         col0s.append(c)
@@ -192,7 +193,7 @@ def simd_dot_many(
     t_rows = out.shape[0]
     rows4 = t_rows - t_rows % 4
     xk4 = xk6 = _NO_XK
-    if q.Q4_K in types_:
+    if q.Q4_K in types_ or PACKED_Q4_K in types_:  # the same activations for both
         xk4 = quantize_q8_k8(h, rows4)
     if q.Q6_K in types_:
         # the repacked Q4_K's gemm rows quantize differently (quantize_q8_k's rows4)

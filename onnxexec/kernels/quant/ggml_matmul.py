@@ -35,6 +35,12 @@ def ggml_matmul(x: np.ndarray, w: Any, out: np.ndarray) -> np.ndarray:
     if t == q.F32:
         return ggml_dot_float(w.arrays["w"], t, x, out)
     raw, rb = w.arrays["raw"], w.arrays["row_bytes"]
+    if "packed" in w.arrays and out.flags.c_contiguous:  # vnni_q4k's copy, the same bits
+        from onnxexec.kernels.quant.ggml_dot import simd_dot_many
+        from onnxexec.kernels.quant.vnni_q4k import PACKED_Q4_K
+
+        ws = [(w.arrays["packed"], int(rb), PACKED_Q4_K)]
+        return simd_dot_many(ws, None, None, out, np.ascontiguousarray(x))
     if t in EXACT_TYPES:
         xq, xst = quantize_act(x)
         return ggml_dot(raw, rb, t, xq, xst, out)

@@ -15,6 +15,12 @@ numba has no vector types, so the block loop is emitted as LLVM IR by an
 Each call does R weight rows at once (the activation block is loaded once for them)
 and prefetches the next R rows. AVAILABLE is False on hosts without AVX2 / FMA /
 F16C, and when numba's JIT is disabled; callers then use ggml_dot's portable kernels.
+
+On AVX-512 VNNI hosts (VNNI; not under ONNXEXEC_ISA=avx2) each block's 8 lane sums
+are one `vpdpbusd` (ymm, AVX512VL) instead of maddubs + madd: ggml's mul_sum_us8_pairs_float
+does the same under __AVX512VNNI__ && __AVX512VL__. The int32 sums are the same
+integers (vpdpbusd has no int16 step to saturate, and maddubs never saturates on these
+operands, see `_lane_sums`), so the results are the same bits as the AVX2 code's.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from onnxexec.kernels.math.lanes import twins
 from onnxexec.kernels.quant import qtypes as q
 
 AVAILABLE: Final = not nb.config.DISABLE_JIT and has("avx2", "fma", "f16c")
+VNNI: Final = AVAILABLE and has("avx512_vnni", "avx512vl")
 ROWS: Final = 4  # weight rows per intrinsic call (one prefetch distance)
 Q4_1_KIND: Final = 0
 Q8_0_KIND: Final = 1
@@ -71,11 +78,28 @@ def splat8(builder: ir.IRBuilder, v: Any) -> Any:
 
 def _lane_sums(builder: ir.IRBuilder, ux: Any, sy: Any) -> Any:
     """<8 x i32>: lane l = sum of ux[i] * sy[i], i = 4l..4l+3 (ux unsigned, sy signed
-    bytes; pairs never saturate here: |u x| <= 128 * 127)."""
+    bytes; pairs never saturate here: |u x| <= 128 * 127). One vpdpbusd on VNNI hosts."""
+    if VNNI:
+        return vnni_sums(builder, ux, sy)
     madd_ub = fn(builder, "llvm.x86.avx2.pmadd.ub.sw", V16I16, [V32I8, V32I8])
     madd_wd = fn(builder, "llvm.x86.avx2.pmadd.wd", V8I32, [V16I16, V16I16])
     p = builder.call(madd_ub, [ux, sy])
     return builder.call(madd_wd, [p, ir.Constant(V16I16, [1] * 16)])
+
+
+def vnni_sums(builder: ir.IRBuilder, ux: Any, sy: Any, acc: Any = None) -> Any:
+    """acc (<8 x i32>, zero when None) + lane l = sum of ux[i] * sy[i], i = 4l..4l+3
+    (ux unsigned, sy signed bytes), exact in int32: vpdpbusd (_mm256_dpbusd_epi32).
+    Without VNNI (code compiled but gated off, e.g. under ONNXEXEC_ISA=avx2): maddubs +
+    madd + add, the same integers when no byte pair's sum leaves int16."""
+    a = ir.Constant(V8I32, [0] * 8) if acc is None else acc
+    if not VNNI:
+        madd_ub = fn(builder, "llvm.x86.avx2.pmadd.ub.sw", V16I16, [V32I8, V32I8])
+        madd_wd = fn(builder, "llvm.x86.avx2.pmadd.wd", V8I32, [V16I16, V16I16])
+        p = builder.call(madd_wd, [builder.call(madd_ub, [ux, sy]), ir.Constant(V16I16, [1] * 16)])
+        return builder.add(a, p)
+    dp = fn(builder, "llvm.x86.avx512.vpdpbusd.256", V8I32, [V8I32] * 3)
+    return builder.call(dp, [a, builder.bitcast(ux, V8I32), builder.bitcast(sy, V8I32)])
 
 
 def _lane_sums_signed(builder: ir.IRBuilder, psign: Any, qv: Any, xv: Any) -> Any:

@@ -39,6 +39,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from onnxexec.kernels.math.lanes import twins
+from onnxexec.kernels.quant import ggml_simd
 from onnxexec.kernels.quant import qtypes as q
 from onnxexec.kernels.quant.ggml_simd import (
     COLS,
@@ -69,10 +70,22 @@ from onnxexec.kernels.quant.ggml_simd_ktile import (
     q6k_values,
     vconst,
 )
+from onnxexec.kernels.quant.vnni_q4k import PACKED_Q4_K, packed_rows
 
 Q4_K_KIND: Final = 16  # kinds beside ggml_simd's (Q4_1 0, Q8_0 1, Q5_0 2)
 Q6_K_KIND: Final = 17
-KINDS: Final = {q.Q4_K: Q4_K_KIND, q.Q6_K: Q6_K_KIND}
+PACKED_Q4_K_KIND: Final = 18  # vnni_q4k's repacked Q4_K (its PACKED_Q4_K pseudo type)
+KINDS: Final = {q.Q4_K: Q4_K_KIND, q.Q6_K: Q6_K_KIND}  # ggml types only
+
+
+def kind_of(t: int) -> int:
+    """The kernel kind of a ggml type here or in ggml_simd, or of vnni_q4k's
+    PACKED_Q4_K pseudo type (-1: none)."""
+    if t == PACKED_Q4_K:
+        return PACKED_Q4_K_KIND
+    return ggml_simd.KINDS.get(t, KINDS.get(t, -1))
+
+
 TILED_MIN_T: Final = 8  # ggml_dot_k.TILED_MIN_T (not imported: ggml_dot_k imports us)
 WIDE: Final = 2 * ROWS  # weight rows per call for a single activation row
 
@@ -386,7 +399,10 @@ def dot_chunk(
             n = raws[i].shape[0] // row_bytes[i]
             n0 = (a - gs[i]) * ROWS
             n1 = min(n, (b - gs[i]) * ROWS)
-            if kinds[i] >= Q4_K_KIND:
+            if kinds[i] == PACKED_Q4_K_KIND:  # whole 8-row groups (n % 8 == 0)
+                packed_rows(raws[i], row_bytes[i], xk8, xkd, xkbs, rows4, out, col0s[i],
+                            -(-n0 // 8) * 8, -(-n1 // 8) * 8)  # fmt: skip
+            elif kinds[i] >= Q4_K_KIND:
                 k_rows(raws[i], row_bytes[i], kinds[i], xk8, xkd, xkbs, rows4, out, col0s[i],
                        n0, n1, cols)  # fmt: skip
             else:

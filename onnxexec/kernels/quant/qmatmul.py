@@ -67,6 +67,7 @@ from onnxexec.kernels.quant.qmv_q8 import (
     QMV_Q6K,
     QMV_Q8,
 )
+from onnxexec.kernels.quant.vnni_q4k import PACKED_Q4_K, packable, repack
 
 BLAS_MIN_T: Final = tuning.QMATMUL_BLAS_MIN_T
 PANEL_BYTES: Final = tuning.QMATMUL_PANEL_BYTES
@@ -116,7 +117,23 @@ def prepare_weight(raw: np.ndarray, ggml_type: int, shape: tuple[int, ...]) -> Q
     if t == q.F32:
         return QWeight(t, shp, "f32", {"w": dequantize(flat, t, shp)})
     block, size = block_geometry(t)
-    return QWeight(t, shp, "raw", {"raw": flat, "row_bytes": k // block * size})
+    arrays = {"raw": flat, "row_bytes": k // block * size}
+    if packable(t, n) and simd_ok(t, n):  # AVX-512 VNNI: a repacked copy (vnni_q4k)
+        packed = repack(flat, n, k)
+        # the GGUF bytes' flags (a read-only memmap): numba needs the weights of one
+        # simd_dot_many call to be one array type (a tuple it can index)
+        packed.flags.writeable = flat.flags.writeable
+        arrays["packed"] = packed
+        release_pages(flat)  # the GGUF bytes stay for dequantization, paged out
+    return QWeight(t, shp, "raw", arrays)
+
+
+def simd_operand(w: QWeight) -> tuple[np.ndarray, int, int]:
+    """(bytes, row bytes, ggml type) of a "raw" weight for ggml_dot.simd_dot_many: its
+    vnni_q4k repacked copy (pseudo type PACKED_Q4_K) when it has one, else its GGUF bytes."""
+    if "packed" in w.arrays:
+        return w.arrays["packed"], int(w.arrays["row_bytes"]), PACKED_Q4_K
+    return w.arrays["raw"], int(w.arrays["row_bytes"]), int(w.ggml_type)
 
 
 def relayouted(ggml_type: int, n_rows: int) -> bool:
