@@ -47,7 +47,7 @@ def folder_for(module: str) -> str:
 def cache_dir_for(module: str) -> Iterator[None]:
     """numba's CACHE_DIR is `module`'s folder inside (when numba is imported and the
     store is usable; otherwise the process-wide folder stays)."""
-    from onnxexec.kernels import private_cache_dirs, cachedir
+    from onnxexec.kernels import cachedir, private_cache_dirs
 
     numba = sys.modules.get("numba")
     if numba is None or private_cache_dirs or cachedir.store_dir("numba", create=True) is None:

@@ -44,8 +44,8 @@ from onnxexec.kernels.quant.ggml_simd import (
     V8I32,
     V32I8,
     VNNI,
-    _load,
     fn,
+    load_at,
     splat8,
     vnni_sums,
 )
@@ -98,7 +98,7 @@ def _splat_i(builder: ir.IRBuilder, v: Any) -> Any:
 
 def _halves8(builder: ir.IRBuilder, wp: Any, off: Any) -> Any:
     """8 little-endian halves at byte off, as <8 x float> (vcvtph2ps: exact)."""
-    h = _load(builder, wp, off, ir.VectorType(I16, 8))
+    h = load_at(builder, wp, off, ir.VectorType(I16, 8))
     return builder.fpext(builder.bitcast(h, ir.VectorType(ir.HalfType(), 8)), V8F32)
 
 
@@ -107,7 +107,7 @@ def _scales(builder: ir.IRBuilder, wp: Any, base: Any, c: int) -> tuple[Any, ...
     v8 = ir.VectorType(I8, 8)
 
     def bytes_at(o: int) -> Any:
-        return builder.zext(_load(builder, wp, builder.add(base, I64(o)), v8), V8I32)
+        return builder.zext(load_at(builder, wp, builder.add(base, I64(o)), v8), V8I32)
 
     top = bytes_at(96 + 8 * c)
     out = []
@@ -178,13 +178,13 @@ def _make_tile(cols: int, gemm: bool) -> Any:
                     a1: list[Any] = [None] * cols
                     for s in range(8):
                         qo = builder.add(base, I64(128 + 256 * ch + 32 * s))
-                        wq = _load(builder, wp, qo, V32I8)
+                        wq = load_at(builder, wp, qo, V32I8)
                         lo = builder.and_(wq, ir.Constant(V32I8, [15] * 32))
                         hi = builder.lshr(wq, ir.Constant(V32I8, [4] * 32))
                         for c in range(cols):
                             xo = builder.add(xrow[c], I64(64 * ch + 4 * s))
-                            xl = _splat_i(builder, _load(builder, xp, xo, I32))
-                            xh = _load(builder, xp, builder.add(xo, I64(32)), I32)
+                            xl = _splat_i(builder, load_at(builder, xp, xo, I32))
+                            xh = load_at(builder, xp, builder.add(xo, I64(32)), I32)
                             xh = _splat_i(builder, xh)
                             a0[c] = vnni_sums(builder, lo, builder.bitcast(xl, V32I8), a0[c])
                             a1[c] = vnni_sums(builder, hi, builder.bitcast(xh, V32I8), a1[c])
