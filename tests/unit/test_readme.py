@@ -74,7 +74,7 @@ def _check(proc: subprocess.CompletedProcess[str], line: int) -> None:
 
 def test_the_readme_has_snippets() -> None:
     # a broken fence pattern would otherwise make every test below vanish
-    assert len(_blocks("python")) >= 2 and len(_blocks("bash")) >= 3 and _blocks("text")
+    assert len(_blocks("python")) >= 2 and len(_blocks("bash")) >= 2 and _blocks("text")
 
 
 @pytest.mark.parametrize(("line", "body"), _blocks("python"), ids=_ids(_blocks("python")))

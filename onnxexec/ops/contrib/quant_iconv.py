@@ -17,10 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from onnxexec.kernels.linalg import igemm
+from onnxexec.kernels.objload import lazy_module
 from onnxexec.native.parallel import parallel_for
 from onnxexec.ops import _window as win
 from onnxexec.ops.contrib.quant_igemm import PackedInt8, Product, weight_fits
+
+# imported at first use: igemm's tiles are numba intrinsics, so importing it imports
+# numba, which a model without 8-bit ops must not pay for (kernels/objload)
+igemm = lazy_module("onnxexec.kernels.linalg.igemm")
 
 
 def _wmat(w: np.ndarray) -> np.ndarray:
