@@ -295,7 +295,7 @@ def test_cut_pieces_give_rows_their_alone_class(seed):
         assert got == want, (n, n_batch, m)
 
 
-@pytest.mark.parametrize(("arch", "wtype"), [("llama", "Q4_1"), ("gemma3", "Q8_0")])
+@pytest.mark.parametrize(("arch", "wtype"), [("llama", "Q4_1"), ("llama", "Q5_0")])
 def test_block_types_decode_on_the_prepared_row_products(models, arch, wtype, monkeypatch):
     """ops/llm_batch_rows.py's N-row paths (prepared kernel arguments) run for block
     types on AVX2 hosts, and give every row what it gets alone (bit for bit)."""
