@@ -7,7 +7,8 @@ Graph interface (rewritten from build_llm_graph(..., last_only=False), fused or 
 
 Only the nodes that know about positions or the cache change (ops/llm_batch.py):
 RoPE -> RoPERows, KVAttention -> SlotKVAttention, AttnBlock -> SlotAttnBlock, each
-with `slot` as a last input where it touches a cache. Everything else is row-wise.
+with `slot` as a last input where it touches a cache; FFNBlock -> SlotFFNBlock (the
+same op with its N-row products prepared). Everything else is row-wise.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from onnxexec.ir.types import TensorType
 
 D = "onnxexec"
 FLOAT, INT64 = 1, 7
-_RENAME = {"RoPE": "RoPERows", "KVAttention": "SlotKVAttention", "AttnBlock": "SlotAttnBlock"}
+_RENAME = {
+    "RoPE": "RoPERows",
+    "KVAttention": "SlotKVAttention",
+    "AttnBlock": "SlotAttnBlock",
+    "FFNBlock": "SlotFFNBlock",
+}
 _WITH_SLOT = {"KVAttention", "AttnBlock"}
 
 

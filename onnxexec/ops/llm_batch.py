@@ -12,6 +12,7 @@ attention on that row's cache.
   RoPERows        RoPE with one position per row
   SlotKVAttention KVAttention with one position and cache slot per row
   SlotAttnBlock   AttnBlock (ops/llm_fused.py) likewise; N = 1 is AttnBlock itself
+  SlotFFNBlock    FFNBlock with its N-row products prepared (ops/llm_batch_rows.py)
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from typing import Any
 import numpy as np
 
 from onnxexec.ops.llm import kv_attention_op, rope
-from onnxexec.ops.llm_fused import attend_one_token, attn_block, out_product, project
+from onnxexec.ops.llm_batch_rows import RowsState, attn_rows, ffn_rows, prepare_rows
+from onnxexec.ops.llm_fused import (
+    attend_one_token,
+    attn_block,
+    ffn_block,
+    out_product,
+    project,
+)
 from onnxexec.ops.registry import op
 
 D = "onnxexec"
@@ -93,7 +101,28 @@ def slot_kv_attention(
     return out
 
 
-@op("SlotAttnBlock", 1, domain=D)
+@op("SlotFFNBlock", 1, domain=D, prepare=prepare_rows(2, (2, 1)))
+def slot_ffn_block(
+    x: np.ndarray,
+    norm_w: np.ndarray,
+    wg: Any,
+    wu: Any,
+    wd: Any,
+    *,
+    epsilon: float = 1e-5,
+    act: str = "silu",
+    mode: str = "auto",
+    prepared: RowsState | None = None,
+) -> np.ndarray:
+    """FFNBlock of N sequences' rows (row-wise: the same bits as FFNBlock on them)."""
+    dots = prepared.rows(x.shape[0]) if prepared is not None and x.shape[0] > 1 else None
+    if dots is not None:
+        return ffn_rows(x, norm_w, epsilon, act, dots)
+    one = prepared.one if prepared is not None else None
+    return ffn_block(x, norm_w, wg, wu, wd, epsilon=epsilon, act=act, mode=mode, prepared=one)
+
+
+@op("SlotAttnBlock", 1, domain=D, prepare=prepare_rows(2, (3, 1)))
 def slot_attn_block(
     x: np.ndarray,
     norm_w: np.ndarray,
@@ -118,11 +147,19 @@ def slot_attn_block(
     softcap: float = 0.0,
     kv_f16: int = 0,
     mode: str = "auto",
+    prepared: RowsState | None = None,
 ) -> np.ndarray:
     """AttnBlock over N sequences, one token each: (N, D) f32 -> (N, D) f32. The
     projections run on the N rows at once, the attention per row on its own cache."""
-    ps = [int(p) for p in np.asarray(pos).reshape(-1)]
-    ss = [int(s) for s in np.asarray(slot).reshape(-1)]
+    ps = np.asarray(pos).reshape(-1).tolist()
+    ss = np.asarray(slot).reshape(-1).tolist()
+    n = len(ps)
+    dots = prepared.rows(n) if prepared is not None and n > 1 else None
+    if dots is not None and kv_f16 and style in ("norm", "neox"):
+        return attn_rows(
+            x, norm_w, k_cache, v_cache, ps, ss, dots, epsilon, head_dim, n_dims, base,
+            freq_scale, style == "neox", q_scale, scale, window, softcap,
+        )  # fmt: skip
     rope_kw = dict(head_dim=head_dim, n_dims=n_dims, base=base, freq_scale=freq_scale, style=style)
     att_kw = dict(
         head_dim=head_dim,
@@ -136,7 +173,7 @@ def slot_attn_block(
         kw = dict(rope_kw, **att_kw)
         return attn_block(
             x, norm_w, wq, wk, wv, wo, k_cache[ss[0]], v_cache[ss[0]], np.int64(ps[0]),
-            epsilon=epsilon, mode=mode, **kw,
+            epsilon=epsilon, mode=mode, prepared=prepared.one if prepared else None, **kw,
         )  # fmt: skip
     (q, k, v), qkv, offs = project(x, norm_w, epsilon, (wq, wk, wv), mode)
     a = np.empty((len(ps), q.shape[1]), np.float32)

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from onnxexec.llm.chat import ChatTemplateError
 from onnxexec.serve.generation import Choice, Run, logprob_entry
 from onnxexec.serve.openai_schema import APIError, parse_chat, parse_completion
+from onnxexec.serve.tool_stream import ToolCallStream
 from onnxexec.serve.tools import forced_call_schema, parse_tool_calls
 
 if TYPE_CHECKING:
@@ -109,26 +110,32 @@ async def chat_completions(st: ServerState, request: Request, body: Any) -> Any:
 
     async def stream() -> AsyncIterator[str]:
         sent: set[int] = set()
+        # with tools each choice's text goes through a ToolCallStream: content and
+        # delta.tool_calls chunks as the model writes them (serve/tool_stream.py)
+        calls = {ch.index: ToolCallStream.for_tools(tools) for ch in run.choices}
+        held: dict[int, list[Any]] = {ch.index: [] for ch in run.choices}  # logprobs to send
         try:
             for ch in run.choices:
                 yield chunk(ch.index, {"role": "assistant", "content": ""})
             async for ch, delta in run.events(request.is_disconnected):
-                if not tools:
-                    lps = ch.new_logprobs() if p.logprobs else []
-                    if delta or lps:
-                        yield chunk(ch.index, {"content": delta}, logprobs=lp_of(ch, lps))
-                if ch.finish is not None and ch.index not in sent:
+                lps = held[ch.index]
+                lps += ch.new_logprobs() if p.logprobs else []
+                ending = ch.finish is not None and ch.index not in sent
+                if tools:
+                    ts = calls[ch.index]
+                    deltas = ts.push(delta) if delta else []
+                    if ending:
+                        deltas += ts.finish()
+                else:
+                    deltas = [{"content": delta}] if delta or lps else []
+                for d in deltas:
+                    yield chunk(ch.index, d, logprobs=lp_of(ch, lps))
+                    lps.clear()
+                if ending:
                     sent.add(ch.index)
-                    finish: str | None = ch.finish
-                    if tools:  # tool calls are parsed from the whole reply, sent at once
-                        msg, finish = _tool_message(ch, tools)
-                        delta_msg = {k: v for k, v in msg.items() if k != "role"}
-                        if "tool_calls" in delta_msg:
-                            for i, c in enumerate(delta_msg["tool_calls"]):
-                                c["index"] = i
-                        lps = ch.new_logprobs() if p.logprobs else []
-                        yield chunk(ch.index, delta_msg, logprobs=lp_of(ch, lps))
-                    yield chunk(ch.index, {}, finish)
+                    finish = "tool_calls" if tools and calls[ch.index].n_calls else ch.finish
+                    yield chunk(ch.index, {}, finish, logprobs=lp_of(ch, lps) if lps else None)
+                    lps.clear()
             if p.include_usage:
                 yield sse(
                     {**head, "object": "chat.completion.chunk", "choices": [], "usage": run.usage()}

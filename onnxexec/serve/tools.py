@@ -16,6 +16,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from onnxexec.serve.tool_stream import raw_arguments, scan_object
+
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 
 
@@ -106,12 +108,14 @@ def forced_call_schema(tools: list[dict[str, Any]], choice: str | dict[str, Any]
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
 
 
-def _call(obj: Any, names: set[str]) -> ToolCall | None:
+def _call(obj: Any, body: str, names: set[str]) -> ToolCall | None:
+    """The call in `body` (its JSON text, parsed as `obj`); the arguments are their text
+    as the model wrote it, as the streamed reply sends them (serve/tool_stream.py)."""
     if not isinstance(obj, dict) or obj.get("name") not in names:
         return None
-    args = obj.get("arguments", obj.get("parameters", {}))
-    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-    return ToolCall(obj["name"], text, "call_" + uuid.uuid4().hex[:24])
+    start = body.index("{")
+    text = raw_arguments(body, scan_object(body, start)[0])
+    return ToolCall(obj["name"], "{}" if text is None else text, "call_" + uuid.uuid4().hex[:24])
 
 
 def parse_tool_calls(text: str, tools: list[dict[str, Any]]) -> tuple[str, list[ToolCall]]:
@@ -121,7 +125,7 @@ def parse_tool_calls(text: str, tools: list[dict[str, Any]]) -> tuple[str, list[
     if "<tool_call>" in text:
         for body in _BLOCK.findall(text):
             try:
-                c = _call(json.loads(body), names)
+                c = _call(json.loads(body), body, names)
             except json.JSONDecodeError:
                 c = None
             if c is not None:
@@ -132,7 +136,7 @@ def parse_tool_calls(text: str, tools: list[dict[str, Any]]) -> tuple[str, list[
     stripped = text.strip()
     if stripped.startswith("{"):  # Llama 3: the whole reply is one JSON call
         try:
-            c = _call(json.loads(stripped), names)
+            c = _call(json.loads(stripped), stripped, names)
         except json.JSONDecodeError:
             c = None
         if c is not None:

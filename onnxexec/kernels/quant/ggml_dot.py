@@ -166,7 +166,7 @@ rows (same bits as one row at a time, which False restores: kept for A/B timing)
 
 _NO_X8 = np.zeros((1, 32), np.int8)
 _NO_XST = np.zeros((1, 3, 1), np.float32)
-_NO_XK = (np.zeros((1, 256), np.int8), np.zeros((1, 1), np.float32), np.zeros((1, 16), np.int32))
+NO_XK = (np.zeros((1, 256), np.int8), np.zeros((1, 1), np.float32), np.zeros((1, 16), np.int32))
 
 
 def simd_dot_many(
@@ -192,13 +192,13 @@ def simd_dot_many(
         c += raw.shape[0] // rb
     t_rows = out.shape[0]
     rows4 = t_rows - t_rows % 4
-    xk4 = xk6 = _NO_XK
+    xk4 = xk6 = NO_XK
     if q.Q4_K in types_ or PACKED_Q4_K in types_:  # the same activations for both
         xk4 = quantize_q8_k8(h, rows4)
     if q.Q6_K in types_:
         # the repacked Q4_K's gemm rows quantize differently (quantize_q8_k's rows4)
-        xk6 = xk4 if rows4 == 0 and xk4 is not _NO_XK else quantize_q8_k8(h, 0)
-    if xk4 is not _NO_XK and xk6 is not _NO_XK and xk4 is not xk6:
+        xk6 = xk4 if rows4 == 0 and xk4 is not NO_XK else quantize_q8_k8(h, 0)
+    if xk4 is not NO_XK and xk6 is not NO_XK and xk4 is not xk6:
         # both orders in one call would need two activation sets: one call per type
         for k6 in (False, True):
             part = [(i, w) for i, w in enumerate(ws) if (int(w[2]) == q.Q6_K) == k6]
@@ -215,7 +215,7 @@ def simd_dot_many(
                 out,
             )
         return out
-    _call(raws, rbs, kinds, tuple(col0s), x8, xst, xk6 if xk4 is _NO_XK else xk4, rows4, out)
+    _call(raws, rbs, kinds, tuple(col0s), x8, xst, xk6 if xk4 is NO_XK else xk4, rows4, out)
     return out
 
 

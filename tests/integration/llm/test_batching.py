@@ -293,3 +293,38 @@ def test_cut_pieces_give_rows_their_alone_class(seed):
             got += [row_class(r, start, start + take) for r in range(start, start + take)]
             start += take
         assert got == want, (n, n_batch, m)
+
+
+@pytest.mark.parametrize(("arch", "wtype"), [("llama", "Q4_1"), ("llama", "Q5_0")])
+def test_block_types_decode_on_the_prepared_row_products(models, arch, wtype, monkeypatch):
+    """ops/llm_batch_rows.py's N-row paths (prepared kernel arguments) run for block
+    types on AVX2 hosts, and give every row what it gets alone (bit for bit)."""
+    from onnxexec.kernels.quant import ggml_simd
+    from onnxexec.ops import llm_batch
+
+    if not ggml_simd.AVAILABLE:
+        pytest.skip("no AVX2/FMA: the block types take the general path on this host")
+    calls = {"attn": 0, "ffn": 0}
+
+    def counting(name, fn):
+        def wrapped(*a, **kw):
+            calls[name] += 1
+            return fn(*a, **kw)
+
+        return wrapped
+
+    monkeypatch.setattr(llm_batch, "attn_rows", counting("attn", llm_batch.attn_rows))
+    monkeypatch.setattr(llm_batch, "ffn_rows", counting("ffn", llm_batch.ffn_rows))
+    llm = models(arch, wtype)
+    rng = np.random.default_rng(11)
+    ps = [[int(t) for t in rng.integers(3, 1000, n)] for n in (5, 12, 3)]
+    want = [alone(llm, p, 5) for p in ps]
+    eng = BatchEngine(llm, 3, chunk=64)
+    recs = [Recorder() for _ in ps]
+    for p, r in zip(ps, recs, strict=True):
+        eng.submit(Request(p, 5, r))
+    run(eng)
+    for rec, (_, w_logits) in zip(recs, want, strict=True):
+        np.testing.assert_array_equal(np.array(rec.logits), np.array(w_logits))
+    n_layer = llm.config.n_layer
+    assert calls["attn"] >= 3 * n_layer and calls["ffn"] >= 3 * n_layer

@@ -60,7 +60,7 @@ def smollm2_path() -> Path:
 
 
 @contextmanager
-def running_server(config, timeout: float = 300.0) -> Iterator[str]:
+def running_server(config, timeout: float = 900.0) -> Iterator[str]:
     """Serve create_app(config) on a free loopback port; yields the base URL once
     /health says ok; stops the server afterwards."""
     import uvicorn

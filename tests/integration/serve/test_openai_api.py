@@ -202,6 +202,46 @@ def test_forced_tool_call(client):
     jsonschema.validate(json.loads(call.function.arguments), params)
 
 
+def test_streamed_tool_call_is_incremental_and_equals_blocking(client):
+    """The openai client's own stream accumulator (ChatCompletionStreamState) over the
+    delta.tool_calls chunks gives the call the blocking request returns (greedy)."""
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+
+    params = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 24}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": params}}]
+    kw = dict(
+        model="x",
+        messages=[{"role": "user", "content": "Weather in Oslo?"}],
+        max_tokens=40,
+        temperature=0,
+        tools=tools,
+        tool_choice="required",
+    )
+    blocking = client.chat.completions.create(**kw).choices[0]
+    state = ChatCompletionStreamState(input_tools=tools)
+    kinds = []  # the order of tool-call chunks: "header", then "args" fragments
+    for c in client.chat.completions.create(stream=True, **kw):
+        state.handle_chunk(c)
+        for tc in (c.choices[0].delta.tool_calls or []) if c.choices else []:
+            kinds.append("header" if tc.id else "args")
+            assert tc.index == 0
+    got = state.get_final_completion().choices[0]
+    assert blocking.finish_reason == got.finish_reason == "tool_calls"
+    (want,), (call,) = blocking.message.tool_calls, got.message.tool_calls
+    assert (call.function.name, call.function.arguments) == (
+        want.function.name,
+        want.function.arguments,
+    )
+    jsonschema.validate(json.loads(call.function.arguments), params)
+    assert kinds[0] == "header" and kinds.count("header") == 1
+    assert kinds.count("args") >= 3  # sent in pieces as generated, not at once
+
+
 def test_n_choices_and_seed_reproducible(client):
     kw = dict(
         model="x",
