@@ -306,6 +306,7 @@ FAMILIES: Final[dict[str, dict[str, str]]] = {
         "RoPE": "llm",
         "RoPERows": "llm_batch",
         "SlotAttnBlock": "llm_batch",
+        "SlotFFNBlock": "llm_batch",
         "SlotKVAttention": "llm_batch",
         "Softcap": "llm",
     },

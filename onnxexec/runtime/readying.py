@@ -96,9 +96,15 @@ def ready(
             try:
                 # synthetic inputs may be degenerate (a 1x1 image pooled to nothing):
                 # the user sees no numpy warning from a run they did not make
-                with warnings.catch_warnings(), np.errstate(all="ignore"):
-                    warnings.simplefilter("ignore")
-                    run(feed)
+                # and no ONNXEXEC_DEBUG node trace either: the executor logs through
+                # this same "onnxexec" logger
+                quiet, log.disabled = log.disabled, True
+                try:
+                    with warnings.catch_warnings(), np.errstate(all="ignore"):
+                        warnings.simplefilter("ignore")
+                        run(feed)
+                finally:
+                    log.disabled = quiet
             except Exception as e:  # inputs that need more than their types: stop
                 log.debug("readying %s: a run at size %d failed: %s", name, size, e)
                 return

@@ -33,8 +33,12 @@ PATH = _path_pattern(TOP + SUBPACKAGES)
 
 
 def _documents() -> list[Path]:
+    # hidden folders hold no project documents (.git, CI's .ci-venv with its packages)
     return sorted(
-        p for p in REPO.rglob("*.md") if not SKIP_DIRS.intersection(p.relative_to(REPO).parts)
+        p
+        for p in REPO.rglob("*.md")
+        if not SKIP_DIRS.intersection(p.relative_to(REPO).parts)
+        and not any(part.startswith(".") for part in p.relative_to(REPO).parts[:-1])
     )
 
 

@@ -153,9 +153,18 @@ def test_driver_cache_stamp_covers_imported_kernel_sources(tmp_path):
         after = kd.kernel_sources_hash("top", str(kernels))
         assert (after != before) == (name not in ("e", "sub.i")), name
         before = after
-    # the drivers' cache entries carry it (as of import: the tree may change since)
-    stamp = kd.attn_one._cache._cache_file._source_stamp
-    assert isinstance(stamp, tuple) and len(stamp[1]) == 32
+    # the drivers' cache entries carry it (as of import: the tree may change since),
+    # or, when kernels/objload/numba_cache.py re-made their caches, numba's cache folder
+    # is the module's own, named by the digest of the same import closure
+    cache = kd.attn_one._cache
+    stamp = cache._cache_file._source_stamp
+    if isinstance(stamp, tuple):
+        assert len(stamp[1]) == 32
+    else:
+        from onnxexec.kernels.objload import numba_cache
+
+        folder = numba_cache.folder_for("onnxexec.kernels.attn.llm_decode")
+        assert cache._cache_path.startswith(folder), (cache._cache_path, folder)
 
 
 def test_a_nodes_state_is_made_once_and_only_for_its_weights():

@@ -184,7 +184,14 @@ def test_layouts_and_memory() -> None:
         raw, _ = _weight(t, n=2 * LANES)
         w = prepare_weight(raw, t, (2 * LANES, K))
         assert w.layout == ("raw" if t not in FAST_TYPES else w.layout)
-        assert w.nbytes <= 1.35 * raw.nbytes, (name(t), w.nbytes, raw.nbytes)
+        # bytes the relayout allocates: a VNNI repack (vnni_q4k) also keeps a view of
+        # the GGUF bytes it came from (mapped from the file in a model), not a copy
+        made = sum(
+            a.nbytes
+            for a in w.arrays.values()
+            if isinstance(a, np.ndarray) and not np.shares_memory(a, raw)
+        )
+        assert made <= 1.35 * raw.nbytes, (name(t), made, raw.nbytes)
     raw, _ = _weight(q.F32)
     w = prepare_weight(raw, q.F32, (N, K))
     assert w.layout == "f32" and np.shares_memory(w.arrays["w"], raw)
