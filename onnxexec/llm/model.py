@@ -144,11 +144,13 @@ class LLM:
         length mid-generation never stalls on a compile. On by default
         (`LLM(..., warmup=False)` skips it; the first calls then load what they need).
         """
+        from onnxexec.kernels.math.ggml_math import ready_twins
         from onnxexec.kernels.objload.watch import creating
         from onnxexec.ops.llm_decode import forced_path, warm_pool
 
         with creating(os.path.basename(self.path)):
             warm_pool()  # whether or not these runs find the cores free to use it
+            ready_twins()  # the parallel copies only long prompts take
             for all_logits in (False, True):
                 for t in (BLAS_MIN_T, 2):
                     if self.n_ctx < t + 1:

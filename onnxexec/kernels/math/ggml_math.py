@@ -310,3 +310,16 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float, group: int = 0) -> np.nda
     kern = _RMS_NORM[0] if x2.size >= PAR_MIN_WORK else _RMS_NORM[1]
     kern(x2, np.ascontiguousarray(w, dtype=np.float32), np.float32(eps), int(group), out)
     return out.reshape(x.shape)
+
+
+def ready_twins() -> None:
+    """Run both copies of rope_rotate and rms_norm once on tiny arrays of the types
+    their callers pass. The parallel copies serve T x width >= PAR_MIN_WORK (a 114-token
+    prompt of a 576-wide model), which the short runs of LLM creation (llm/model.py)
+    do not reach; without this, the first long prompt compiles one mid-generation."""
+    x = np.zeros((1, 2), np.float32)
+    half = np.zeros((1, 1), np.float32)
+    for kern in _ROPE_ROTATE:
+        kern(x, half, half, 2, 2, False, np.empty_like(x))
+    for kern in _RMS_NORM:
+        kern(x, np.ones(2, np.float32), np.float32(1e-6), 2, np.empty_like(x))
